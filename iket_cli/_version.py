@@ -1,0 +1,3 @@
+"""The package version, kept apart so that reading it imports nothing else."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,449 @@
+"""One capture, start to end: target → run-iket → staging → manifest → publish.
+
+This is the Python API behind ``iket profile``; the click layer only parses options and
+renders events. :func:`profile` returns a :class:`Capture` or raises an
+:class:`~iket_cli.errors.IketError`; it never changes an existing output directory unless
+the new capture succeeded (and then only with ``clobber=True``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import manifest as manifest_mod
+from . import outdir, runner, sysinfo, targets, toolchain
+from .errors import (
+    CaptureError,
+    CaptureInterrupted,
+    CaptureTimeout,
+    IketError,
+    MultiProcessError,
+    NoInstrumentedKernelError,
+    UsageError,
+)
+from .targets import Target
+
+POSTPROCESS_CHOICES = ("perfetto", "json", "html", "all", "none")
+LOG_LEVELS = ("error", "warn", "info")
+INTERMEDIATES = ("tracker", "gen-config", "iket")
+STATS_NAME = "run-iket.stats.json"
+
+#: run-iket's console lines that mark the start of each phase.
+PHASE_MARKERS = (
+    ("Dry run application first", "tracker"),
+    ("Run application for real profiling", "capture"),
+    ("Dumped ", "postprocess"),
+)
+_NO_KERNEL = "recommended_max_ts_cnt_per_warp is not found in tracker"
+_TRACKER_FAILED = re.compile(r"Tracker failed with return code: (-?\d+)")
+_PASS_FAILED = re.compile(r"exits abnormally with return code: (-?\d+) => Tool: (\w+)")
+_CLUSTER = re.compile(r"^\d+,\d+,\d+$")
+_BUFFER = re.compile(r"^\d+[kKmMgG]?$")
+
+INSTRUMENT_HINT = (
+    "instrument a kernel first: compile it with IketProfiler().compile(...) in TIRx, or use "
+    "the iket ops in CuTe DSL; kernels loaded from a compile cache are not instrumented"
+)
+
+
+class Reporter:
+    """What a capture tells its caller while it runs. The default says nothing."""
+
+    def phase(self, name: str) -> None:
+        """A phase started: ``tracker``, ``capture``, ``postprocess`` or ``publish``."""
+
+    def output(self, line: str, *, tool: bool) -> None:
+        """A line of output; ``tool`` is True for run-iket's own ``[run-iket]`` lines."""
+
+
+@dataclass
+class Options:
+    """Everything that shapes one capture besides the target and the output directory."""
+
+    postprocess: str = "all"
+    keep: bool = False
+    clobber: bool = False
+    timeout: float | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    python: str | None = None
+    run_iket: str | None = None
+    max_ts_cnt_per_warp: int | None = None
+    warp_trace: bool = False
+    enabled_cluster: str | None = None
+    enabled_cluster_config: Path | None = None
+    context_buffer_size: str | None = None
+    log_level: str | None = None
+    command: list[str] | None = None  # the iket command line, recorded in the manifest
+
+    def check(self) -> None:
+        """Refuse inconsistent options before anything runs (exit 2)."""
+        if self.postprocess not in POSTPROCESS_CHOICES:
+            raise UsageError(
+                f"unknown --postprocess {self.postprocess!r}",
+                hint=f"use one of {', '.join(POSTPROCESS_CHOICES)}",
+            )
+        if self.log_level is not None and self.log_level not in LOG_LEVELS:
+            raise UsageError(f"unknown --log-level {self.log_level!r}", hint="error, warn, info")
+        if self.timeout is not None and self.timeout <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+        if self.max_ts_cnt_per_warp is not None and self.max_ts_cnt_per_warp <= 0:
+            raise UsageError("--max-ts-cnt-per-warp must be a positive integer")
+        if self.enabled_cluster is not None and not _CLUSTER.match(self.enabled_cluster):
+            raise UsageError(
+                f"--enabled-cluster {self.enabled_cluster!r} is not X,Y,Z",
+                hint="e.g. --enabled-cluster 0,0,0",
+            )
+        if self.context_buffer_size is not None and not _BUFFER.match(self.context_buffer_size):
+            raise UsageError(
+                f"--context-buffer-size {self.context_buffer_size!r} is not a size",
+                hint="a number of bytes, optionally with k, M or G: e.g. 512M",
+            )
+        config = self.enabled_cluster_config
+        if config is not None and not Path(config).is_file():
+            raise UsageError(f"--enabled-cluster-config {config} does not exist")
+        if self.warp_trace and (self.enabled_cluster or config):
+            raise UsageError("--enabled-cluster/--enabled-cluster-config cannot go with --warp-trace")
+
+
+@dataclass(frozen=True)
+class Process:
+    """One captured process and its artifacts (absolute paths; None where not produced)."""
+
+    pid: int
+    trace_json: Path | None
+    perfetto: Path | None
+    html: Path | None
+    info: dict[str, Any]
+
+    @property
+    def pid_hex(self) -> str:
+        return self.info["pid_hex"]
+
+
+class Capture:
+    """A published capture directory and its manifest."""
+
+    def __init__(self, output_dir: Path, manifest: dict[str, Any]) -> None:
+        self.output_dir = Path(output_dir)
+        self.manifest = manifest
+
+    @classmethod
+    def load(cls, location: str | os.PathLike) -> Capture:
+        """Open an existing capture directory (or its ``manifest.json``)."""
+        path = Path(location)
+        folder = path if path.is_dir() else path.parent
+        return cls(folder, manifest_mod.read(path))
+
+    @property
+    def processes(self) -> list[Process]:
+        result = []
+        for info in self.manifest["processes"]:
+            arts = info["artifacts"]
+
+            def at(kind: str, arts: dict = arts) -> Path | None:
+                return self.output_dir / arts[kind]["path"] if kind in arts else None
+
+            result.append(Process(info["pid"], at("trace_json"), at("perfetto"), at("html"), info))
+        return result
+
+    def _only(self, kind: str) -> Path:
+        processes = self.processes
+        if len(processes) != 1:
+            raise MultiProcessError(
+                f"this capture holds {len(processes)} processes, so it has no single {kind}",
+                hint=f"use capture.processes[i].{kind} for each process",
+            )
+        path = getattr(processes[0], kind)
+        if path is None:
+            raise UsageError(
+                f"this capture has no {kind}",
+                hint="capture with postprocess='all' (or the format you need)",
+            )
+        return path
+
+    @property
+    def trace_json(self) -> Path:
+        return self._only("trace_json")
+
+    @property
+    def perfetto(self) -> Path:
+        return self._only("perfetto")
+
+    @property
+    def html(self) -> Path:
+        return self._only("html")
+
+    def __repr__(self) -> str:
+        return f"Capture({str(self.output_dir)!r}, status={self.manifest['status']!r})"
+
+
+def coerce_target(target_or_argv: str | Sequence[str] | Target) -> Target:
+    """A target from the API's argument: a string is a TARGET, a sequence is a command."""
+    if isinstance(target_or_argv, Target):
+        return target_or_argv
+    if isinstance(target_or_argv, (str, os.PathLike)):
+        return targets.parse("positional", [os.fspath(target_or_argv)])
+    words = [os.fspath(w) for w in target_or_argv]
+    return targets.parse("command", words)
+
+
+def profile(
+    target_or_argv: str | Sequence[str] | Target,
+    output_dir: str | os.PathLike | None = None,
+    *,
+    postprocess: str = "all",
+    clobber: bool = False,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+    reporter: Reporter | None = None,
+    **options: Any,
+) -> Capture:
+    """Capture an IKET timeline of a script, a function, a module or any command.
+
+    ``target_or_argv`` is ``"script.py"``, ``"script.py:func"``, ``"pkg.module:func"``, a
+    :class:`~iket_cli.targets.Target`, or a command as a list (``["torchrun", ...]``).
+    Further keyword options are the fields of :class:`Options` (``keep``, ``python``,
+    ``run_iket``, ``max_ts_cnt_per_warp``, ``warp_trace``, ...).
+    """
+    opts = Options(
+        postprocess=postprocess,
+        clobber=clobber,
+        timeout=timeout,
+        env=dict(env or {}),
+        cwd=Path(cwd) if cwd is not None else None,
+        **options,
+    )
+    return Session(coerce_target(target_or_argv), output_dir, opts, reporter or Reporter()).run()
+
+
+class Session:
+    """The state of one ``profile`` call. Split from :func:`profile` to keep steps small."""
+
+    def __init__(
+        self, target: Target, output_dir: str | os.PathLike | None, opts: Options, reporter: Reporter
+    ) -> None:
+        self.target = target
+        self.requested_dir = output_dir
+        self.opts = opts
+        self.reporter = reporter
+        self.phase = "setup"
+
+    # -- preparation: everything here runs before any process starts ------------------
+    def prepare(self) -> None:
+        opts = self.opts
+        opts.check()
+        self.cwd = Path(opts.cwd or os.getcwd()).expanduser().resolve()
+        if not self.cwd.is_dir():
+            raise UsageError(f"--cwd {opts.cwd} is not a directory")
+        self.env = {**os.environ, **opts.env}
+        toolchain.refuse_foreign_injection(self.env)
+        self.python = opts.python or sys.executable
+        if shutil.which(self.python) is None:
+            raise UsageError(f"--python {self.python} is not an executable", hint="give a path")
+        self.target = targets.resolve(self.target, cwd=self.cwd, python=self.python, env=self.env)
+        self.tool = toolchain.find(opts.run_iket, self.env)
+        requested = Path(self.requested_dir or f"iket-{self.target.stem}")
+        self.output_dir = outdir.check(requested, cwd=self.cwd, clobber=opts.clobber)
+
+    def run_iket_argv(self, capture_dir: Path) -> list[str]:
+        opts = self.opts
+        argv = [self.tool.path, "--output-dir", str(capture_dir), "--working-dir", str(self.cwd)]
+        if opts.log_level:
+            argv += ["--log-level", opts.log_level]
+        if opts.context_buffer_size:
+            argv += ["--context-buffer-size", opts.context_buffer_size]
+        argv += ["profile", "--postprocess", opts.postprocess, "--keep", "--enable-stats"]
+        if opts.max_ts_cnt_per_warp is not None:
+            argv += ["--max-ts-cnt-per-warp", str(opts.max_ts_cnt_per_warp)]
+        if opts.warp_trace:
+            argv.append("--warp-trace")
+        if opts.enabled_cluster:
+            argv += ["--enabled-cluster", opts.enabled_cluster]
+        if opts.enabled_cluster_config:
+            argv += ["--enabled-cluster-config", str(Path(opts.enabled_cluster_config).resolve())]
+        return [*argv, "--", *self.target.workload_argv(self.python)]
+
+    # -- the run ------------------------------------------------------------------------
+    def run(self) -> Capture:
+        self.prepare()
+        with outdir.Lock(self.output_dir):
+            self.staging = outdir.Staging(self.output_dir)
+            try:
+                return self._attempt()
+            except BaseException:
+                self.staging.discard()  # a no-op once fail() or publish() moved it away
+                raise
+
+    def _attempt(self) -> Capture:
+        self.started = datetime.now(timezone.utc)
+        self.t0 = time.monotonic()
+        gpus = sysinfo.GpuQuery()
+        argv = self.run_iket_argv(self.staging.capture_dir)
+        self.argv = argv
+        with open(self.staging.log_path, "w", encoding="utf-8", errors="replace") as log:
+            log.write(f"# {' '.join(self.opts.command or ['iket_cli.profile(...)'])}\n")
+            log.write(f"# run-iket command: {_quote(argv)}\n")
+            self.log = log
+            try:
+                result = runner.run_streaming(
+                    argv,
+                    env=self.tool.child_env(self.env),
+                    cwd=self.cwd,
+                    on_line=self._on_line,
+                    timeout=self.opts.timeout,
+                )
+            except (CaptureTimeout, CaptureInterrupted) as stop:
+                status = "timeout" if isinstance(stop, CaptureTimeout) else "interrupted"
+                log.write(f"# {stop.message}\n")
+                log.close()
+                raise self._failed(stop, status, gpus.result()) from None
+        if result.returncode != 0:
+            raise self._failed(self._classify(result), "failed", gpus.result())
+        return self._succeeded(gpus.result())
+
+    def _on_line(self, line: str) -> None:
+        self.log.write(line + "\n")
+        tool = line.startswith("[run-iket]")
+        if tool:
+            for marker, phase in PHASE_MARKERS:
+                if marker in line and phase != self.phase:
+                    self.phase = phase
+                    self.reporter.phase(phase)
+        self.reporter.output(line, tool=tool)
+
+    def _classify(self, result: runner.RunResult) -> CaptureError:
+        """Turn run-iket's exit and last lines into one clear error."""
+        text = "\n".join(result.tail)
+        details = [line for line in result.tail if not _is_noise(line)][-15:]
+        if _NO_KERNEL in text:
+            return NoInstrumentedKernelError(
+                "the workload launched no IKET-instrumented kernel (the tracker pass saw none)",
+                phase="tracker",
+                hint=INSTRUMENT_HINT,
+                details=details,
+            )
+        tracker = _TRACKER_FAILED.search(text)
+        if tracker:
+            return CaptureError(
+                f"the workload exited with status {tracker.group(1)} in the tracker pass",
+                phase="tracker",
+                details=details,
+            )
+        failed_pass = _PASS_FAILED.search(text)
+        if failed_pass and failed_pass.group(2) == "iket":
+            return CaptureError(
+                f"the workload exited with status {failed_pass.group(1)} in the capture pass",
+                phase="capture",
+                hint="a workload that passes the tracker pass but fails the capture pass often "
+                "launches different kernels or event counts in the two passes",
+                details=details,
+            )
+        return CaptureError(
+            f"run-iket failed with status {result.returncode} during the {self.phase} phase",
+            phase=self.phase,
+            details=details,
+        )
+
+    # -- endings --------------------------------------------------------------------------
+    def _failed(self, error: IketError, status: str, gpus: list) -> IketError:
+        """Keep the evidence in DIR.failed/ and return ``error`` pointing at it."""
+        capture = self.staging.finalize()
+        try:
+            processes = manifest_mod.scan_processes(capture)
+        except OSError:
+            processes = []
+        record = self._manifest(status, processes, gpus, error=error)
+        manifest_mod.write(capture, record)
+        where = self.staging.fail()
+        error.failed_dir = where
+        note = f"evidence kept in {where}"
+        error.hint = f"{error.hint}; {note}" if error.hint else note
+        return error
+
+    def _succeeded(self, gpus: list) -> Capture:
+        self.phase = "publish"
+        self.reporter.phase("publish")
+        capture = self.staging.finalize()
+        processes = manifest_mod.scan_processes(capture)
+        missing = self._missing_artifacts(processes)
+        if missing:
+            error = CaptureError(missing, phase="postprocess")
+            raise self._failed(error, "failed", gpus)
+        if not self.opts.keep:
+            for name in INTERMEDIATES:
+                shutil.rmtree(capture / name, ignore_errors=True)
+            for process in processes:
+                process["raw"] = None
+        record = self._manifest("ok", processes, gpus)
+        manifest_mod.write(capture, record)
+        published = self.staging.publish()
+        return Capture(published, record)
+
+    def _missing_artifacts(self, processes: list[dict[str, Any]]) -> str | None:
+        kinds = manifest_mod.artifacts_for(manifest_mod.formats_for(self.opts.postprocess))
+        if not kinds:
+            return None
+        if not processes:
+            return "the capture pass produced no trace: no process ran an instrumented kernel"
+        for process in processes:
+            for kind in kinds:
+                if kind not in process["artifacts"]:
+                    return f"run-iket wrote no {kind} for process {process['pid_hex']}"
+        return None
+
+    def _manifest(
+        self, status: str, processes: list, gpus: list, error: IketError | None = None
+    ) -> dict[str, Any]:
+        finished = datetime.now(timezone.utc)
+        stats = self.staging.capture_dir / STATS_NAME
+        return {
+            "schema_version": manifest_mod.SCHEMA_VERSION,
+            "status": status,
+            "error": None if error is None else _error_record(error),
+            "target": {**self.target.to_dict(), "display": self.target.describe()},
+            "command": self.opts.command,
+            "argv": self.target.workload_argv(self.python),
+            "run_iket_argv": self.argv,
+            "cwd": str(self.cwd),
+            "started_at": self.started.isoformat(timespec="milliseconds"),
+            "finished_at": finished.isoformat(timespec="milliseconds"),
+            "duration_s": round(time.monotonic() - self.t0, 3),
+            "phases": manifest_mod.phases_from_stats(stats),
+            "versions": sysinfo.versions(self.tool.version, gpus),
+            "postprocess": manifest_mod.formats_for(self.opts.postprocess),
+            "keep": self.opts.keep,
+            "log": manifest_mod.LOG_NAME,
+            "processes": processes,
+        }
+
+
+def _error_record(error: IketError) -> dict[str, Any]:
+    return {
+        "type": type(error).__name__,
+        "message": error.message,
+        "phase": getattr(error, "phase", None),
+        "exit_code": int(error.exit_code),
+    }
+
+
+def _is_noise(line: str) -> bool:
+    """run-iket's stats summary and advice lines, which bury the real failure."""
+    body = line.removeprefix("[run-iket]").strip()
+    return line.startswith("[run-iket]  ") or body.startswith(("run-iket stats", "Re-run the same"))
+
+
+def _quote(argv: Sequence[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in argv)

@@ -1,0 +1,94 @@
+"""The ``iket`` command: a thin click group, one module per subcommand.
+
+:func:`main` is the one place where an :class:`~iket_cli.errors.IketError` becomes a
+message on stderr and an exit code (see :class:`~iket_cli.errors.ExitCode`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import click
+
+from .._version import __version__
+from ..errors import ExitCode, IketError
+
+
+def _version_text() -> str:
+    from .. import toolchain
+
+    try:
+        tool = toolchain.find()
+        run_iket = f"run-iket {tool.version or 'unknown version'} ({tool.path})"
+    except IketError:
+        run_iket = "run-iket not found"
+    return f"iket-cli {__version__}\n{run_iket}"
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(_version_text())
+        ctx.exit(0)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show iket's version and run-iket's, then exit.",
+)
+def cli() -> None:
+    """Capture and read NVIDIA IKET in-kernel timelines.
+
+    \b
+    iket profile script.py -o DIR     capture a script (or script.py:func, -m mod, -- CMD)
+
+    Exit codes: 0 ok, 1 the workload or capture failed, 2 usage or refused output
+    directory, 124 timeout, 130 interrupted.
+    """
+
+
+def _register() -> None:
+    from . import profile
+
+    cli.add_command(profile.command)
+
+
+_register()
+
+
+def report(error: IketError) -> None:
+    """Write an error as one line, then its hint and details, on stderr."""
+    err = sys.stderr
+    for line in error.details:
+        err.write(f"  | {line}\n")
+    err.write(f"iket: error: {error.message}\n")
+    if error.hint:
+        err.write(f"iket: hint: {error.hint}\n")
+    err.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Console-script entry point."""
+    try:
+        result = cli.main(
+            args=list(argv) if argv is not None else None, prog_name="iket", standalone_mode=False
+        )
+        code = result if isinstance(result, int) else ExitCode.OK
+    except IketError as error:
+        report(error)
+        code = error.exit_code
+    except click.exceptions.Exit as stop:
+        code = stop.exit_code
+    except click.ClickException as error:
+        error.show()
+        code = error.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        sys.stderr.write("iket: interrupted\n")
+        code = ExitCode.INTERRUPTED
+    sys.exit(int(code))

@@ -1,0 +1,192 @@
+"""``iket profile``: capture a script, a function, a module or any command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+
+POSTPROCESS = ("perfetto", "json", "html", "all", "none")
+
+
+def split_workload(
+    args: list[str], value_options: set[str], flag_options: set[str]
+) -> tuple[list[str], str, list[str]]:
+    """Split ``iket profile``'s arguments into (its own options, kind, workload words).
+
+    The target starts at ``-m MODULE``, at the first word that is not an option (a script
+    or a ``:func`` target), or at a ``--`` that comes before either (then everything after
+    it is a command, verbatim). iket's own options may also follow a script or module
+    target (``iket profile script.py -o DIR``); any other word goes to the workload, and a
+    ``--`` after the target passes everything after it to the workload verbatim.
+    """
+    own: list[str] = []
+    i, kind, workload = 0, None, []
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            if kind is None:
+                return own, "command", args[i + 1 :]
+            return own, kind, workload + args[i + 1 :]
+        name = word.split("=", 1)[0]
+        if kind is None and word in ("-m", "--module"):
+            if i + 1 >= len(args):
+                raise UsageError(f"{word} needs a module name", hint="iket profile -m pkg.module")
+            kind, workload, i = "module", [args[i + 1]], i + 2
+            continue
+        if kind is None and name == "--module":
+            kind, workload, i = "module", [word.split("=", 1)[1]], i + 1
+            continue
+        if kind is None and word.startswith("-m") and not word.startswith("--") and len(word) > 2:
+            kind, workload, i = "module", [word[2:]], i + 1
+            continue
+        if name in value_options or _short_with_value(word, value_options):
+            step = 1 if "=" in word or _short_with_value(word, value_options) else 2
+            own += args[i : i + step]
+            i += step
+            continue
+        if word in flag_options or kind is None:
+            own.append(word)  # a flag of iket's (or an unknown option: click reports it)
+        else:
+            workload.append(word)
+        if kind is None and not word.startswith("-"):
+            own.pop()
+            kind, workload = "positional", [word]
+        i += 1
+    return own, kind or "positional", workload
+
+
+def _short_with_value(word: str, value_options: set[str]) -> bool:
+    """``-oDIR``: a short option with its value attached."""
+    return len(word) > 2 and word[0] == "-" and word[1] != "-" and word[:2] in value_options
+
+
+class ProfileCommand(click.Command):
+    """A click command whose trailing words are the workload, parsed by :func:`split_workload`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        options = [p for p in self.params if isinstance(p, click.Option)]
+        values = {n for p in options if not (p.is_flag or p.count) for n in p.opts}
+        flags = {n for p in options if p.is_flag or p.count for n in [*p.opts, *p.secondary_opts]}
+        flags |= {"-h", "--help"}
+        own, kind, workload = split_workload(list(args), values, flags)
+        if not any(w in ("-h", "--help") for w in own):
+            ctx.meta["iket.workload"] = (kind, workload)
+        return super().parse_args(ctx, own)
+
+
+def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict:
+    env = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--env")
+        env[key] = value
+    return env
+
+
+@click.command(
+    "profile",
+    cls=ProfileCommand,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    short_help="Capture an IKET timeline of a script, function, module or command.",
+)
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    help="Where the capture goes. Default: iket-<target stem> here.",
+)
+@click.option(
+    "--clobber", is_flag=True, help="Replace a previous capture in DIR, once the new one has succeeded."
+)
+@click.option(
+    "--postprocess",
+    type=click.Choice(POSTPROCESS),
+    default="all",
+    show_default=True,
+    help="Artifacts to write per process.",
+)
+@click.option("--keep", is_flag=True, help="Keep run-iket's tracker/, gen-config/ and iket/.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Kill the whole process tree after this many seconds (exit 124).",
+)
+@click.option(
+    "--env",
+    "env",
+    multiple=True,
+    callback=_env_pair,
+    metavar="KEY=VALUE",
+    help="Set an environment variable in both passes (repeatable).",
+)
+@click.option(
+    "--cwd", type=click.Path(file_okay=False, path_type=Path), help="Working directory of the workload."
+)
+@click.option(
+    "--python",
+    "python",
+    metavar="PYTHON",
+    help="Interpreter for script, function and -m targets. Default: iket's own.",
+)
+@click.option("--run-iket", "run_iket", metavar="PATH", help="The run-iket to use.")
+@click.option(
+    "--max-ts-cnt-per-warp",
+    type=click.IntRange(min=1),
+    help="Timestamps per warp to allocate (default: from the tracker pass).",
+)
+@click.option("--warp-trace", is_flag=True, help="Warp lifetimes only; no tracker pass.")
+@click.option("--enabled-cluster", metavar="X,Y,Z", help="Dump only this cluster.")
+@click.option(
+    "--enabled-cluster-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Per-kernel cluster selection (JSON).",
+)
+@click.option(
+    "--context-buffer-size",
+    metavar="SIZE",
+    help="Device buffer per context, e.g. 512M (default: from the tracker pass).",
+)
+@click.option("--log-level", type=click.Choice(["error", "warn", "info"]), help="run-iket's log level.")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors and the workload's output.")
+@click.option("-v", "--verbose", is_flag=True, help="Also show run-iket's own lines.")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest on stdout.")
+@click.pass_context
+def command(ctx: click.Context, **kw: object) -> int:
+    """Capture an IKET timeline.
+
+    \b
+    iket profile [OPTIONS] script.py [ARGS]...      run a script
+    iket profile [OPTIONS] script.py:func           import it, call func()
+    iket profile [OPTIONS] pkg.module:func          import a module, call func()
+    iket profile [OPTIONS] -m module [ARGS]...      run a module
+    iket profile [OPTIONS] -- COMMAND [ARGS]...     run any command
+    """
+    from .. import targets
+    from ..capture import profile
+    from ..console import ConsoleReporter
+
+    kind, words = ctx.meta.get("iket.workload", ("positional", []))
+    target = targets.parse(kind, words)
+    as_json = bool(kw.pop("as_json"))
+    quiet, verbose = bool(kw.pop("quiet")), bool(kw.pop("verbose"))
+    output_dir = kw.pop("output_dir")
+    reporter = ConsoleReporter(
+        quiet=quiet, verbose=verbose, workload_out=sys.stderr if as_json else sys.stdout
+    )
+    from ..runner import become_subreaper
+
+    become_subreaper()
+    with reporter:
+        capture = profile(target, output_dir, reporter=reporter, command=["iket", *sys.argv[1:]], **kw)
+    reporter.summary(capture)
+    if as_json:
+        sys.stdout.write(json.dumps(capture.manifest, indent=2) + "\n")
+    return 0

@@ -1,0 +1,144 @@
+"""What ``iket profile`` shows a person on stderr while and after it captures.
+
+On a terminal: a live line with the phase running now and the elapsed time, the workload's
+own output above it, and at the end a table of artifacts per process. Plain lines when
+stderr is not a terminal, with ``--quiet`` (errors only) or with ``NO_COLOR`` set. rich is
+imported here only, and only when something is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import IO, Any
+
+from .capture import Capture, Reporter
+
+PHASE_LABELS = {
+    "tracker": "tracker pass",
+    "capture": "capture pass",
+    "postprocess": "postprocess",
+    "publish": "publishing",
+}
+
+
+def fancy_allowed(stream: IO[str]) -> bool:
+    """Live displays only on a real terminal, and never with NO_COLOR."""
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+class ConsoleReporter(Reporter):
+    """Renders capture events. ``workload_out`` receives the workload's own lines."""
+
+    def __init__(self, *, quiet: bool, verbose: bool, workload_out: IO[str]) -> None:
+        self.quiet = quiet
+        self.verbose = verbose
+        self.workload_out = workload_out
+        self.fancy = not quiet and fancy_allowed(sys.stderr)
+        self._status: Any = None
+        self._phase_started = time.monotonic()
+        self._started = time.monotonic()
+        self._phase = "starting"
+
+    # -- live line --------------------------------------------------------------------
+    def __enter__(self) -> ConsoleReporter:
+        if self.fancy:
+            from rich.console import Console
+            from rich.status import Status
+
+            reporter = self
+
+            class _Line:  # re-rendered on every refresh, so the elapsed time runs
+                def __rich__(self) -> str:
+                    return reporter._status_text()
+
+            self._console = Console(stderr=True)
+            self._status = Status(_Line(), console=self._console)
+            self._status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def _status_text(self) -> str:
+        total = time.monotonic() - self._started
+        return f"[bold]iket[/] {PHASE_LABELS.get(self._phase, self._phase)} · {total:0.1f} s"
+
+    # -- Reporter -----------------------------------------------------------------------
+    def phase(self, name: str) -> None:
+        now = time.monotonic()
+        if not self.quiet and not self.fancy and self._phase in PHASE_LABELS:
+            _say(f"iket: {PHASE_LABELS[self._phase]} done in {now - self._phase_started:.1f} s")
+        self._phase, self._phase_started = name, now
+        if self._status is None and not self.quiet:
+            _say(f"iket: {PHASE_LABELS.get(name, name)}...")
+
+    def output(self, line: str, *, tool: bool) -> None:
+        if tool and not self.verbose:
+            return
+        if self._status is not None:
+            self._console.print(line, markup=False, highlight=False, style="dim" if tool else None)
+            return
+        stream = sys.stderr if tool else self.workload_out
+        stream.write(line + "\n")
+        stream.flush()
+
+    # -- the end -----------------------------------------------------------------------
+    def summary(self, capture: Capture) -> None:
+        """A short table of artifacts per process and what to open."""
+        if self.quiet:
+            return
+        record = capture.manifest
+        took = record["duration_s"]
+        rows = [_row(capture, p) for p in record["processes"]]
+        if self.fancy:
+            self._rich_summary(capture, rows, took)
+            return
+        _say(f"iket: captured {len(rows)} process(es) in {took:.1f} s into {capture.output_dir}")
+        for pid, kernels, counts, files in rows:
+            _say(f"  pid {pid}: {kernels}; {counts}; {files}")
+        _say(f"iket: open {_what_to_open(capture)}")
+
+    def _rich_summary(self, capture: Capture, rows: list[tuple[str, ...]], took: float) -> None:
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title=f"iket capture · {took:.1f} s · {escape(str(capture.output_dir))}")
+        for column in ("pid", "kernels", "launches / ranges / markers", "artifacts"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(escape(cell) for cell in row))
+        self._console.print(table)
+        self._console.print(f"open [bold]{escape(_what_to_open(capture))}[/]")
+
+
+def _row(capture: Capture, info: dict[str, Any]) -> tuple[str, str, str, str]:
+    kernels = ", ".join(k["name"] for k in info["kernels"]) or "-"
+    counts = " / ".join("-" if info[k] is None else f"{info[k]:,}" for k in ("launches", "ranges", "markers"))
+    files = "  ".join(f"{a['path']} ({_size(a['bytes'])})" for a in info["artifacts"].values())
+    return info["pid_hex"], kernels, counts, files
+
+
+def _what_to_open(capture: Capture) -> str:
+    for process in capture.processes:
+        if process.perfetto is not None:
+            return f"{process.perfetto} in https://ui.perfetto.dev"
+        if process.trace_json is not None:
+            return str(process.trace_json)
+    return str(capture.output_dir / "manifest.json")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()

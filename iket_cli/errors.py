@@ -1,0 +1,110 @@
+"""The one exception family of iket, and the one table of exit codes.
+
+Everything below the click layer raises a subclass of :class:`IketError`; the CLI turns
+it into a one-line message (plus an optional hint) and an exit code in exactly one place
+(``iket_cli.cli.main``). The Python API lets the same exceptions propagate.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Exit codes of the ``iket`` command. Documented in the README; never renumber."""
+
+    OK = 0
+    #: The workload or the capture failed (a pass exited non-zero, no instrumented kernel,
+    #: a requested artifact is missing).
+    FAILED = 1
+    #: Bad usage: an unknown option, a missing target, a refused output directory, an
+    #: unusable environment (no run-iket, run-iket too old, CUDA_INJECTION64_PATH set).
+    USAGE = 2
+    #: ``--timeout`` expired; the whole process tree was killed.
+    TIMEOUT = 124
+    #: Interrupted by SIGINT (Ctrl-C). SIGTERM gives 143, as shells report it.
+    INTERRUPTED = 130
+
+
+class IketError(Exception):
+    """Base of every error iket reports to its user.
+
+    ``message`` is one line that says what went wrong; ``hint`` says what to do about it.
+    ``details`` (optional) are extra lines, such as the last lines of a failed pass.
+    """
+
+    exit_code: int = ExitCode.FAILED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        details: list[str] | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = list(details or [])
+        #: Where the evidence of a failed capture was kept (``DIR.failed/``), if anywhere.
+        self.failed_dir = None
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+class UsageError(IketError):
+    """The command line or the API call cannot be carried out as given."""
+
+    exit_code = ExitCode.USAGE
+
+
+class TargetError(UsageError):
+    """The target (script, function, module or command) does not exist or is unusable."""
+
+
+class OutputDirError(UsageError):
+    """The output directory is refused (a previous capture, unsafe, or locked)."""
+
+
+class ToolchainError(UsageError):
+    """run-iket is missing, too old, or the environment cannot host an IKET capture."""
+
+
+class CaptureError(IketError):
+    """The workload or run-iket failed. ``phase`` names the pass that failed."""
+
+    exit_code = ExitCode.FAILED
+
+    def __init__(self, message: str, *, phase: str | None = None, **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.phase = phase
+
+
+class NoInstrumentedKernelError(CaptureError):
+    """The tracker pass saw no IKET-instrumented kernel launch."""
+
+
+class CaptureTimeout(CaptureError):
+    """``--timeout`` expired and the process tree was killed."""
+
+    exit_code = ExitCode.TIMEOUT
+
+
+class CaptureInterrupted(CaptureError):
+    """SIGINT or SIGTERM arrived; the process tree was stopped."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+class MultiProcessError(UsageError):
+    """A single artifact was asked of a capture that holds several processes."""
+
+
+class ManifestError(IketError):
+    """A manifest is missing, unreadable or does not follow the schema."""
+
+    exit_code = ExitCode.USAGE

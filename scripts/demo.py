@@ -1,0 +1,53 @@
+"""Run ``iket profile`` for real on any machine, GPU or not, and show what it made.
+
+Without a GPU, the capture pass replays a raw capture recorded on an NVIDIA H200
+(``tests/fixtures/affine``) through run-iket itself (``tests/fakes/run_iket_double.py``):
+the real run-iket parses, generates the config, decodes and writes the artifacts, and
+the real ``iket`` CLI stages, checks and publishes them. On a GPU machine, run instead:
+
+    iket profile examples/profile_affine.py:workload -o iket-affine
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    double = runpy.run_path(str(ROOT / "tests/fakes/run_iket_double.py"))
+    work = Path(tempfile.mkdtemp(prefix="iket-demo-"))
+    launcher = double["write_launcher"](work / "bin")
+    workload = work / "affine.py"
+    workload.write_text("def workload():\n    print('workload ran (kernel output replayed from an H200)')\n")
+    out = work / "iket-affine"
+    env = {**os.environ, "IKET_DOUBLE_CAPTURE": str(ROOT / "tests/fixtures/affine")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "iket_cli",
+        "profile",
+        f"{workload}:workload",
+        "-o",
+        str(out),
+        "--run-iket",
+        str(launcher),
+    ]
+    print("$", " ".join(cmd), flush=True)
+    code = subprocess.call(cmd, env=env, cwd=work)
+    if code == 0:
+        manifest = json.loads((out / "manifest.json").read_text())
+        print(json.dumps({k: manifest[k] for k in ("status", "phases", "processes")}, indent=2))
+    print("\nOn a GPU machine: iket profile examples/profile_affine.py:workload -o iket-affine")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

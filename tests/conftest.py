@@ -1,0 +1,80 @@
+"""Shared helpers: run the real CLI in a subprocess, and the run-iket test double."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+DOUBLE = Path(__file__).resolve().parent / "fakes" / "run_iket_double.py"
+
+
+@dataclass
+class Result:
+    """A finished ``iket`` run; ``str()`` shows everything, for assertion messages."""
+
+    code: int
+    stdout: str
+    stderr: str
+    args: list
+
+    def __str__(self) -> str:
+        command = " ".join(map(str, self.args))
+        return f"$ {command}\nexit {self.code}\n--- stdout\n{self.stdout}--- stderr\n{self.stderr}"
+
+
+def run_iket(*args, cwd: Path, env: dict | None = None, timeout: float = 120) -> Result:
+    """Run ``python -m iket_cli ARGS`` as a user would, with a clean, non-interactive stdin."""
+    full_env = {k: v for k, v in os.environ.items() if k != "CUDA_INJECTION64_PATH"}
+    full_env.update(env or {})
+    cmd = [sys.executable, "-m", "iket_cli", *map(str, args)]
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr, cmd)
+
+
+@pytest.fixture(scope="session")
+def double(tmp_path_factory) -> Path:
+    """An executable run-iket test double (real run-iket, GPU output replayed)."""
+    return runpy.run_path(str(DOUBLE))["write_launcher"](tmp_path_factory.mktemp("double"))
+
+
+@pytest.fixture(scope="session")
+def real_run_iket() -> Path:
+    """The real run-iket installed beside this Python (libs-base only, no .pth)."""
+    path = Path(sys.executable).parent / "run-iket"
+    if not path.exists():
+        found = shutil.which("run-iket")
+        assert found, "the project's install must provide run-iket"
+        path = Path(found)
+    return path
+
+
+def replay(name: str) -> dict:
+    """Environment that makes the double replay ``tests/fixtures/<name>``."""
+    return {"IKET_DOUBLE_CAPTURE": str(FIXTURES / name)}
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file under ``folder`` with its bytes: for 'byte-for-byte intact' checks."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,62 @@
+"""A test double of run-iket for the capture path that needs a GPU.
+
+It *is* run-iket 4.8.1 — the real argument parsing, output-directory rules, messages,
+config generation, postprocessing, stats and exit codes — with one change: after each
+pass of the real workload (run with the real injection variables set), it copies the
+per-process raw output that the injection library would have written on a GPU from a
+recorded H200 capture: ``$IKET_DOUBLE_CAPTURE/tracker/pid_*`` after the tracker pass and
+``$IKET_DOUBLE_CAPTURE/iket/pid_*`` after the capture pass. Without that variable it
+behaves as run-iket does on a machine without a GPU.
+
+``$IKET_DOUBLE_SLEEP`` (seconds) delays each pass, for timeout and interrupt tests.
+"""
+
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+
+def write_launcher(folder: Path, python: str = sys.executable) -> Path:
+    """Write an executable ``run-iket`` in ``folder`` that runs this double under ``python``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    launcher = folder / "run-iket"
+    launcher.write_text(
+        f"#!{python}\nimport runpy, sys\nsys.argv[0] = 'run-iket'\n"
+        f"runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')\n"
+    )
+    launcher.chmod(0o755)
+    return launcher
+
+
+def _launch(self, tool, tool_config, env={}, job="", extra_env={}):  # noqa: B006 (run-iket's signature)
+    result = _REAL_LAUNCH(self, tool, tool_config, env, job, extra_env)
+    delay = float(os.environ.get("IKET_DOUBLE_SLEEP", "0"))
+    if delay:
+        time.sleep(delay)
+    recorded = os.environ.get("IKET_DOUBLE_CAPTURE")
+    if recorded and tool and result.returncode == 0:
+        for pid_dir in sorted((Path(recorded) / job).glob("pid_*")):
+            copy = self.get_output_dir(job) / pid_dir.name
+            shutil.copytree(pid_dir, copy)
+            _relocate(copy / "tracker.json", self.get_output_dir(job))
+    return result
+
+
+def _relocate(tracker_json: Path, job_dir: Path) -> None:
+    """Point the recorded tracker's absolute cubin paths at the copied files."""
+    if tracker_json.is_file():
+        text = tracker_json.read_text()
+        text = re.sub(r'"/[^"]*?/tracker/(pid_[^/"]+)/', lambda m: f'"{job_dir}/{m[1]}/', text)
+        tracker_json.write_text(text)
+
+
+if __name__ == "__main__":
+    from iket.cli import base
+    from iket.cli.main import entrypoint
+
+    _REAL_LAUNCH = base.IketRun.launch_gpu_workload
+    base.IketRun.launch_gpu_workload = _launch
+    sys.exit(entrypoint())
