@@ -1,0 +1,355 @@
+"""``iket profile`` end to end, through the console entry point in a subprocess.
+
+The real run-iket runs every path before a kernel launch; the test double (real run-iket
+with the GPU's raw output replayed) runs the capture success path.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, alive, replay, run_iket, snapshot
+from iket_cli import manifest
+
+AFFINE = FIXTURES / "affine"
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """A working directory with a workload that records each pass's injection variables."""
+    (tmp_path / "w.py").write_text(
+        "import json, os, sys\n"
+        "KEYS = ('CUDA_INJECTION64_PATH', 'IKET_INJECTION_CONFIG', 'TVM_TIRX_IKET_INJECTED_CHILD_ENABLE')\n"
+        "def workload():\n"
+        "    with open(os.environ['PASSES'], 'a') as f:\n"
+        "        f.write(json.dumps({k: os.environ.get(k) for k in KEYS} | {'argv': sys.argv[1:]}) + '\\n')\n"
+        "    print('workload ran')\n"
+        "if __name__ == '__main__':\n"
+        "    print('main block ran')\n"
+        "    workload()\n"
+    )
+    return tmp_path
+
+
+def passes(work: Path) -> list[dict]:
+    return [json.loads(line) for line in (work / "passes.jsonl").read_text().splitlines()]
+
+
+def env_for(work: Path, capture: str = "affine") -> dict:
+    return {**replay(capture), "PASSES": str(work / "passes.jsonl")}
+
+
+def previous_capture(folder: Path) -> dict:
+    """Make a real previous capture in ``folder`` and return its byte snapshot."""
+    folder.mkdir()
+    for name in os.listdir(AFFINE):
+        if name.startswith("iket_pid_"):
+            (folder / name).write_bytes((AFFINE / name).read_bytes())
+    (folder / "manifest.json").write_text(json.dumps({"schema_version": 1, "status": "ok"}))
+    return snapshot(folder)
+
+
+# -- success path (test double) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "form",
+    [["w.py:workload"], ["w.py", "a1"], ["-m", "w", "a1"], ["--", sys.executable, "w.py", "a1"]],
+    ids=["function", "script", "module", "command"],
+)
+def test_every_target_form_captures(work, double, form):
+    result = run_iket("profile", "--run-iket", double, "-o", "cap", *form, cwd=work, env=env_for(work))
+    assert result.code == 0, result
+    record = manifest.read(work / "cap")
+    assert record["status"] == "ok" and record["error"] is None
+    runs = passes(work)
+    assert len(runs) == 2, "run-iket runs the workload twice"
+    assert runs[0]["IKET_INJECTION_CONFIG"].endswith("tracker/tracker.config.json")
+    assert runs[1]["IKET_INJECTION_CONFIG"].endswith("iket/iket.config.json")
+    assert all(r["CUDA_INJECTION64_PATH"] and r["TVM_TIRX_IKET_INJECTED_CHILD_ENABLE"] == "1" for r in runs)
+    if form[0] != "w.py:workload":
+        assert all(r["argv"] == ["a1"] for r in runs)
+    assert ("main block ran" in result.stdout) == (form[0] != "w.py:workload")
+    (process,) = record["processes"]
+    for kind in ("trace_json", "perfetto", "html"):
+        produced = work / "cap" / process["artifacts"][kind]["path"]
+        assert produced.read_bytes() == (AFFINE / produced.name).read_bytes(), kind
+    gz = process["artifacts"]["pftrace_gz"]["path"]
+    assert gzip.decompress((work / "cap" / gz).read_bytes()) == gzip.decompress((AFFINE / gz).read_bytes())
+    assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
+    assert (process["launches"], process["ranges"], process["markers"]) == (1, 1, 1)
+    assert record["postprocess"] == ["perfetto", "json", "html"]
+    assert set(record["phases"]) == {"tracker", "config", "capture", "postprocess"}
+    assert all(isinstance(v, float) for v in record["phases"].values())
+    assert record["versions"]["run_iket"] == "4.8.1"
+    assert sorted(p.name for p in (work / "cap").iterdir() if p.is_dir()) == [], "no intermediates"
+    assert "workload ran" in (work / "cap" / "iket.log").read_text()
+    assert sorted(p.name for p in work.iterdir()) == ["cap", "passes.jsonl", "w.py"] + (
+        ["__pycache__"] if (work / "__pycache__").exists() else []
+    ), "no staging or lock left behind"
+
+
+def test_two_processes_two_traces(work, double):
+    result = run_iket("profile", "--run-iket", double, "w.py:workload", "--json", cwd=work,
+                      env=env_for(work, "spawn"))
+    assert result.code == 0, result
+    printed = json.loads(result.stdout)
+    assert [p["pid_hex"] for p in printed["processes"]] == ["0x299", "0x2b5"]
+    assert printed == manifest.read(work / "iket-w")
+    assert "workload ran" not in result.stdout, "with --json the workload's output goes to stderr"
+
+
+def test_keep_and_single_format(work, double):
+    result = run_iket("profile", "--run-iket", double, "--keep", "--postprocess", "json", "w.py:workload",
+                      "-o", "cap", cwd=work, env=env_for(work, "multi"))
+    assert result.code == 0, result
+    for name in ("tracker", "gen-config", "iket"):
+        assert (work / "cap" / name).is_dir()
+    (process,) = manifest.read(work / "cap")["processes"]
+    assert set(process["artifacts"]) == {"trace_json"}
+    assert process["raw"] == "iket/pid_0x23f/iket.data.json"
+    assert process["kernels"] == [{"name": "scale_loop_kernel", "launches": 3},
+                                  {"name": "copy_kernel_kernel", "launches": 1}]
+
+
+def test_clobber_replaces_only_after_success(work, double):
+    before = previous_capture(work / "cap")
+    refused = run_iket("profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work,
+                       env=env_for(work))
+    assert refused.code == 2, refused
+    assert "--clobber" in refused.stderr and "--output-dir" in refused.stderr
+    assert snapshot(work / "cap") == before
+    assert not (work / "passes.jsonl").exists(), "refused before anything ran"
+    done = run_iket("profile", "--run-iket", double, "-o", "cap", "--clobber", "w.py:workload", cwd=work,
+                    env=env_for(work))
+    assert done.code == 0, done
+    assert manifest.read(work / "cap")["status"] == "ok"
+
+
+def test_capture_without_trace_fails_and_keeps_previous(work, double):
+    """The capture pass succeeds but the injection wrote nothing: no artifact, exit 1."""
+    before = previous_capture(work / "cap")
+    (work / "cap.failed").mkdir()
+    (work / "cap.failed" / "manifest.json").write_text('{"schema_version": 1}')
+    env = {"PASSES": str(work / "passes.jsonl"), "IKET_DOUBLE_CAPTURE": str(work / "empty")}
+    (work / "empty" / "tracker").mkdir(parents=True)
+    for pid in (AFFINE / "tracker").glob("pid_*"):
+        import shutil
+
+        shutil.copytree(pid, work / "empty" / "tracker" / pid.name)
+    result = run_iket("profile", "--run-iket", double, "-o", "cap", "--clobber", "w.py:workload",
+                      cwd=work, env=env)
+    assert result.code == 1, result
+    assert "produced no trace" in result.stderr
+    assert snapshot(work / "cap") == before
+    failed = manifest.read(work / "cap.failed")
+    assert failed["status"] == "failed" and failed["error"]["phase"] == "postprocess"
+
+
+# -- paths before a kernel launch (real run-iket) ------------------------------------------
+
+
+def test_tracker_failure_keeps_previous_capture(tmp_path, real_run_iket):
+    before = previous_capture(tmp_path / "cap")
+    (tmp_path / "fail.py").write_text("import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n")
+    result = run_iket("profile", "--run-iket", real_run_iket, "fail.py", "-o", "cap", "--clobber",
+                      cwd=tmp_path)
+    assert result.code == 1, result
+    assert "iket: error: the workload exited with status 3 in the tracker pass" in result.stderr
+    assert "about to fail" in result.stderr, "the last lines of the pass are shown"
+    assert "Traceback" not in result.stderr
+    assert snapshot(tmp_path / "cap") == before
+    failed = tmp_path / "cap.failed"
+    assert str(failed) in result.stderr
+    record = manifest.read(failed)
+    assert record["status"] == "failed" and record["error"]["phase"] == "tracker"
+    assert "Tracker failed with return code: 3" in (failed / "iket.log").read_text()
+    assert (failed / "tracker" / "tracker.config.json").is_file(), "run-iket's intermediates kept"
+
+
+def test_no_instrumented_kernel_is_one_clear_line(tmp_path, real_run_iket):
+    (tmp_path / "plain.py").write_text("print('no kernels here')\n")
+    result = run_iket("profile", "--run-iket", real_run_iket, "plain.py", cwd=tmp_path)
+    assert result.code == 1, result
+    errors = [line for line in result.stderr.splitlines() if line.startswith("iket: error:")]
+    assert errors == ["iket: error: the workload launched no IKET-instrumented kernel "
+                      "(the tracker pass saw none)"]
+    assert "IketProfiler().compile" in result.stderr
+    assert "AssertionError" not in result.stderr.split("iket: error:")[-1]
+
+
+def test_libs_base_alone_still_runs(tmp_path, real_run_iket):
+    """run-iket on its own dies on 'import iket'; through iket it reaches the tracker pass."""
+    bare = subprocess.run([str(real_run_iket), "--help"], capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    if bare.returncode == 0:
+        pytest.skip("nvidia-cutlass-dsl's .pth is installed here: the hole is not present")
+    assert "No module named 'iket'" in bare.stderr
+    (tmp_path / "plain.py").write_text("print('reached the tracker pass')\n")
+    result = run_iket("profile", "--run-iket", real_run_iket, "plain.py", cwd=tmp_path)
+    assert "reached the tracker pass" in result.stdout + result.stderr, result
+
+
+def test_non_utf8_output_does_not_break(tmp_path, real_run_iket):
+    (tmp_path / "noisy.py").write_text("import os\nos.write(1, b'bytes \\xff\\xfe here\\n')\n")
+    result = run_iket("profile", "--run-iket", real_run_iket, "noisy.py", cwd=tmp_path)
+    assert result.code == 1, result  # no instrumented kernel: the expected ending on a CPU
+    assert "UnicodeDecodeError" not in result.stdout + result.stderr
+    assert "bytes \ufffd\ufffd here" in (tmp_path / "iket-noisy.failed" / "iket.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-o", ".", "w.py"], "is the working directory"),
+        (["-o", "..", "w.py"], "contains the working directory"),
+        (["-o", "/", "w.py"], "the root directory"),
+        (["-o", "src", "--clobber", "w.py"], "not an iket capture"),
+        (["-o", "link", "--clobber", "w.py"], "is a symlink"),
+        (["-o", "afile", "w.py"], "not a directory"),
+        (["missing.py"], "script missing.py does not exist"),
+        (["w.py:nope"], "has no function 'nope'"),
+        (["w.py:KEYS"], "is not callable"),
+        (["-m", "nomodule"], "module nomodule not found"),
+        (["--", "no-such-command-iket"], "not found on PATH"),
+        ([], "no target given"),
+        (["--postprocess", "pdf", "w.py"], "Invalid value for '--postprocess'"),
+        (["--enabled-cluster", "1,2", "w.py"], "is not X,Y,Z"),
+        (["--warp-trace", "--enabled-cluster", "0,0,0", "w.py"], "cannot go with --warp-trace"),
+        (["--run-iket", "/nonexistent/run-iket", "w.py"], "is not an executable file"),
+        (["--env", "NOEQUALS", "w.py"], "is not KEY=VALUE"),
+    ],
+)
+def test_refusals_exit_2_before_anything_runs(work, real_run_iket, args, message):
+    (work / "src").mkdir()
+    (work / "src" / "keep.py").write_text("x")
+    (work / "afile").write_text("x")
+    (work / "link").symlink_to(work / "src")
+    before = snapshot(work)
+    if "--run-iket" not in args:
+        args = ["--run-iket", str(real_run_iket), *args]
+    result = run_iket("profile", *args, cwd=work, env={"PASSES": str(work / "passes.jsonl")})
+    assert result.code == 2, result
+    assert message in result.stderr, result
+    assert "Traceback" not in result.stderr
+    assert snapshot(work) == before, "a refused run changes nothing"
+
+
+def test_nsight_injection_is_refused(work, real_run_iket):
+    result = run_iket("profile", "--run-iket", real_run_iket, "w.py", cwd=work,
+                      env={"CUDA_INJECTION64_PATH": "/opt/nsight/libinjection.so"})
+    assert result.code == 2, result
+    assert "CUDA_INJECTION64_PATH is already set" in result.stderr
+
+
+def test_old_run_iket_is_refused(tmp_path, work):
+    """A run-iket whose interpreter reports libs-base 4.7.0."""
+    site = tmp_path / "old-site"
+    dist = site / "nvidia_cutlass_dsl_libs_base-4.7.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-cutlass-dsl-libs-base\nVersion: 4.7.0\n")
+    python = tmp_path / "python-old"
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    tool = tmp_path / "run-iket"
+    tool.write_text(f"#!{python}\nprint('old run-iket')\n")
+    tool.chmod(0o755)
+    result = run_iket("profile", "--run-iket", tool, "w.py", cwd=work)
+    assert result.code == 2, result
+    assert "4.7.0, older than 4.8" in result.stderr and "pip install -U" in result.stderr
+
+
+# -- timeouts, interrupts, locks (real run-iket; the workload sleeps in the tracker pass) -----
+
+SLEEPER = (
+    "import os, subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],"
+    " start_new_session=True)\n"
+    "open('pids', 'w').write(f'{os.getpid()} {child.pid}')\n"
+    "time.sleep(120)\n"
+)
+
+
+def wait_for(path: Path, seconds: float = 30) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_timeout_kills_the_whole_tree(tmp_path, real_run_iket):
+    before = previous_capture(tmp_path / "cap")
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    start = time.monotonic()
+    result = run_iket("profile", "--run-iket", real_run_iket, "--timeout", "3", "--clobber", "-o", "cap",
+                      "sleeper.py", cwd=tmp_path)
+    assert result.code == 124, result
+    assert time.monotonic() - start < 30
+    assert "timed out after 3 s" in result.stderr
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    time.sleep(0.2)
+    assert not any(alive(p) for p in pids), "no orphans, even one in its own session"
+    assert snapshot(tmp_path / "cap") == before
+    assert manifest.read(tmp_path / "cap.failed")["status"] == "timeout"
+    assert not list(tmp_path.glob(".cap.iket-*")), "staging and lock removed"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_stops_the_tree(tmp_path, real_run_iket, signum):
+    before = previous_capture(tmp_path / "cap")
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iket_cli", "profile", "--run-iket", str(real_run_iket), "--clobber",
+         "-o", "cap", "sleeper.py"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    pids = [int(p) for p in wait_for(tmp_path / "pids").split()]
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signum, err
+    assert f"interrupted by {signal.Signals(signum).name}" in err
+    time.sleep(0.2)
+    assert not any(alive(p) for p in pids)
+    assert snapshot(tmp_path / "cap") == before
+    assert manifest.read(tmp_path / "cap.failed")["status"] == "interrupted"
+    assert not list(tmp_path.glob(".cap.iket-*"))
+
+
+def test_second_concurrent_capture_fails_at_once(tmp_path, real_run_iket):
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "iket_cli", "profile", "--run-iket", str(real_run_iket), "-o", "cap",
+         "--timeout", "60", "sleeper.py"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(tmp_path / "pids")
+        start = time.monotonic()
+        second = run_iket("profile", "--run-iket", real_run_iket, "-o", "cap", "sleeper.py", cwd=tmp_path)
+        assert second.code == 2, second
+        assert time.monotonic() - start < 10
+        assert f"another iket capture into {tmp_path / 'cap'} is running (pid {first.pid})" in second.stderr
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=30)
+
+
+def test_console_script_and_module_agree(tmp_path):
+    script = Path(sys.executable).parent / "iket"
+    assert script.exists(), "the install provides the iket console script"
+    via_script = subprocess.run([str(script), "--version"], capture_output=True, text=True)
+    via_module = run_iket("--version", cwd=tmp_path)
+    assert via_script.returncode == via_module.code == 0
+    assert via_script.stdout == via_module.stdout
+    assert via_module.stdout.startswith("iket-cli ") and "run-iket 4.8" in via_module.stdout
