@@ -1,0 +1,72 @@
+"""Overhead of ``iket profile`` against raw run-iket and TIRx's ``iket.run``, on a GPU.
+
+Three ways to capture the same kernel (``tests/fixtures/workloads/profile_affine.py``),
+interleaved, ``--runs`` times each, in one process so that they share the machine's state:
+
+* ``iket``: ``python -m iket_cli profile profile_affine.py:workload``
+* ``raw``: ``run-iket ... profile --postprocess all -- python3 -c "import profile_affine as p; p.workload()"``
+* ``iket.run``: ``python3 profile_affine.py`` (its ``__main__`` calls TIRx's ``iket.run``)
+
+Prints a markdown table (median wall seconds and ratios) and, with ``--json FILE``, the raw
+figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def variants(work: Path) -> dict[str, tuple[list[str], Path]]:
+    py = sys.executable
+    run_iket = shutil.which("run-iket") or "run-iket"
+    return {
+        "iket": ([py, "-m", "iket_cli", "profile", "profile_affine.py:workload", "-o", "out-iket",
+                  "--clobber", "-q"], work / "out-iket"),
+        "raw": ([run_iket, "-o", "out-raw", "--clobber", "profile", "--postprocess", "all", "--",
+                 "python3", "-c", "import profile_affine as p; p.workload()"], work / "out-raw"),
+        "iket.run": ([py, "profile_affine.py"], work / "iket_affine_trace"),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="iket-bench-"))
+    shutil.copy(ROOT / "tests/fixtures/workloads/profile_affine.py", work)
+    times: dict[str, list[float]] = {name: [] for name in variants(work)}
+    for _ in range(args.runs):
+        for name, (cmd, out) in variants(work).items():
+            if name == "iket.run":
+                shutil.rmtree(out, ignore_errors=True)  # iket.run refuses an existing dir
+            start = time.perf_counter()
+            proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+            times[name].append(time.perf_counter() - start)
+            if proc.returncode != 0 or not out.is_dir():
+                print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
+                raise SystemExit(f"{name} failed with exit {proc.returncode}")
+    med = {name: statistics.median(values) for name, values in times.items()}
+    print("| capture | runs (s) | median (s) | vs raw run-iket | vs iket.run |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, values in times.items():
+        runs = ", ".join(f"{v:.2f}" for v in values)
+        print(f"| {name} | {runs} | {med[name]:.2f} | {med[name] / med['raw']:.3f}x "
+              f"({med[name] - med['raw']:+.2f} s) | {med[name] / med['iket.run']:.3f}x |")
+    if args.json:
+        args.json.write_text(json.dumps({"times_s": times, "median_s": med}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Every GPU check of iket, in one file: ``python -m pytest -m gpu scripts/gpu_check.py``.
+
+Run on the GPU machine (see README, "GPU checks"). Skipped where there is no NVIDIA GPU,
+no run-iket or no TIRx. Each test captures one of the workloads recorded in
+``tests/fixtures/workloads`` with the real ``iket profile`` and checks the result.
+With ``$IKET_GPU_KEEP`` set, the manifests and logs are copied into that folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ROOT / "tests" / "fixtures" / "workloads"
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="no NVIDIA GPU here"),
+    pytest.mark.skipif(importlib.util.find_spec("tvm_tirx") is None, reason="TIRx is not installed"),
+]
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    for name in ("profile_affine.py", "multi_kernel.py", "spawner.py"):
+        shutil.copy(WORKLOADS / name, tmp_path / name)
+    return tmp_path
+
+
+def iket(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "iket_cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+    print(proc.stdout[-3000:], proc.stderr[-3000:])
+    return proc
+
+
+def keep(name: str, folder: Path) -> None:
+    out = os.environ.get("IKET_GPU_KEEP")
+    if out:
+        for what in ("manifest.json", "iket.log"):
+            if (folder / what).exists():
+                shutil.copy(folder / what, Path(out) / f"{name}.{what}")
+
+
+def trace(folder: Path, process: dict) -> dict:
+    return json.loads((folder / process["artifacts"]["trace_json"]["path"]).read_text())
+
+
+def names(data: dict, launch: dict, kind: str) -> list[str]:
+    key = "rangeNameIdx" if kind == "ranges" else "markerNameIdx"
+    return [data["stringTable"][item[key]] for item in launch[kind]]
+
+
+def test_script_with_its_own_iket_run_main(work):
+    proc = iket("profile", "profile_affine.py", "-o", "cap", cwd=work)
+    keep("affine-script", work / "cap")
+    assert proc.returncode == 0
+    record = json.loads((work / "cap" / "manifest.json").read_text())
+    (process,) = record["processes"]
+    data = trace(work / "cap", process)
+    (launch,) = data["launches"]
+    assert launch["kernelName"] == "profiled_affine_kernel"
+    assert names(data, launch, "ranges") == ["affine"] and names(data, launch, "markers") == ["loaded"]
+    assert any("H200" in gpu["name"] for gpu in record["versions"]["gpus"])
+    assert all(record["phases"][p] is not None for p in ("tracker", "capture", "postprocess"))
+
+
+def test_function_target(work):
+    proc = iket("profile", "profile_affine.py:workload", "-o", "cap", "--json", cwd=work)
+    keep("affine-function", work / "cap")
+    assert proc.returncode == 0
+    record = json.loads(proc.stdout)
+    (process,) = record["processes"]
+    assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
+    assert (process["ranges"], process["markers"]) == (1, 1)
+    for kind in ("trace_json", "perfetto", "html", "pftrace_gz"):
+        assert (work / "cap" / process["artifacts"][kind]["path"]).stat().st_size > 0
+    assert not (work / "iket_affine_trace").exists(), "the __main__ block did not run"
+
+
+def test_two_kernels(work):
+    proc = iket("profile", "multi_kernel.py", "-o", "cap", "--keep", cwd=work)
+    keep("multi", work / "cap")
+    assert proc.returncode == 0
+    (process,) = json.loads((work / "cap" / "manifest.json").read_text())["processes"]
+    assert process["kernels"] == [{"name": "scale_loop_kernel", "launches": 3},
+                                  {"name": "copy_kernel_kernel", "launches": 1}]
+    assert (process["ranges"], process["markers"]) == (208, 192)
+    assert (work / "cap" / "tracker").is_dir() and (work / "cap" / "iket").is_dir()
+
+
+def test_two_processes(work):
+    proc = iket("profile", "spawner.py", "-o", "cap", cwd=work)
+    keep("spawn", work / "cap")
+    assert proc.returncode == 0
+    processes = json.loads((work / "cap" / "manifest.json").read_text())["processes"]
+    assert len(processes) == 2
+    for process in processes:
+        assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
+
+
+def test_failure_after_success_keeps_the_capture(work):
+    assert iket("profile", "profile_affine.py:workload", "-o", "cap", cwd=work).returncode == 0
+    before = {p.name: p.read_bytes() for p in (work / "cap").iterdir()}
+    (work / "bad.py").write_text("import profile_affine as p\np.workload()\nraise SystemExit(5)\n")
+    proc = iket("profile", "bad.py", "-o", "cap", "--clobber", cwd=work)
+    assert proc.returncode == 1
+    assert "status 5 in the tracker pass" in proc.stderr
+    assert {p.name: p.read_bytes() for p in (work / "cap").iterdir()} == before
