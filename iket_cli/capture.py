@@ -238,6 +238,7 @@ class Session:
         self.opts = opts
         self.reporter = reporter
         self.phase = "setup"
+        self.run_iket_s: float | None = None
 
     # -- preparation: everything here runs before any process starts ------------------
     def prepare(self) -> None:
@@ -308,6 +309,7 @@ class Session:
                 log.write(f"# {stop.message}\n")
                 log.close()
                 raise self._failed(stop, status, gpus.result()) from None
+        self.run_iket_s = round(result.duration_s, 3)
         if result.returncode != 0:
             raise self._failed(self._classify(result), "failed", gpus.result())
         return self._succeeded(gpus.result())
@@ -419,7 +421,7 @@ class Session:
             "started_at": self.started.isoformat(timespec="milliseconds"),
             "finished_at": finished.isoformat(timespec="milliseconds"),
             "duration_s": round(time.monotonic() - self.t0, 3),
-            "phases": manifest_mod.phases_from_stats(stats),
+            "phases": {**manifest_mod.phases_from_stats(stats), "run_iket": self.run_iket_s},
             "versions": sysinfo.versions(self.tool.version, gpus),
             "postprocess": manifest_mod.formats_for(self.opts.postprocess),
             "keep": self.opts.keep,

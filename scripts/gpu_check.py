@@ -36,8 +36,14 @@ def work(tmp_path: Path) -> Path:
 
 
 def iket(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "iket_cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "iket_cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     print(proc.stdout[-3000:], proc.stderr[-3000:])
     return proc
 
@@ -91,8 +97,10 @@ def test_two_kernels(work):
     keep("multi", work / "cap")
     assert proc.returncode == 0
     (process,) = json.loads((work / "cap" / "manifest.json").read_text())["processes"]
-    assert process["kernels"] == [{"name": "scale_loop_kernel", "launches": 3},
-                                  {"name": "copy_kernel_kernel", "launches": 1}]
+    assert process["kernels"] == [
+        {"name": "scale_loop_kernel", "launches": 3},
+        {"name": "copy_kernel_kernel", "launches": 1},
+    ]
     assert (process["ranges"], process["markers"]) == (208, 192)
     assert (work / "cap" / "tracker").is_dir() and (work / "cap" / "iket").is_dir()
 

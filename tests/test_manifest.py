@@ -3,10 +3,11 @@ import json
 import shutil
 
 import pytest
-from conftest import FIXTURES
 
 from iket_cli import manifest
 from iket_cli.errors import ManifestError
+
+from conftest import FIXTURES
 
 
 def minimal(**over):

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, alive, replay, run_iket, snapshot
 from iket_cli import manifest
+
+from conftest import FIXTURES, alive, replay, run_iket, snapshot
 
 AFFINE = FIXTURES / "affine"
 
@@ -88,7 +89,7 @@ def test_every_target_form_captures(work, double, form):
     assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
     assert (process["launches"], process["ranges"], process["markers"]) == (1, 1, 1)
     assert record["postprocess"] == ["perfetto", "json", "html"]
-    assert set(record["phases"]) == {"tracker", "config", "capture", "postprocess"}
+    assert set(record["phases"]) == {"tracker", "config", "capture", "postprocess", "run_iket"}
     assert all(isinstance(v, float) for v in record["phases"].values())
     assert record["versions"]["run_iket"] == "4.8.1"
     assert sorted(p.name for p in (work / "cap").iterdir() if p.is_dir()) == [], "no intermediates"
@@ -99,8 +100,9 @@ def test_every_target_form_captures(work, double, form):
 
 
 def test_two_processes_two_traces(work, double):
-    result = run_iket("profile", "--run-iket", double, "w.py:workload", "--json", cwd=work,
-                      env=env_for(work, "spawn"))
+    result = run_iket(
+        "profile", "--run-iket", double, "w.py:workload", "--json", cwd=work, env=env_for(work, "spawn")
+    )
     assert result.code == 0, result
     printed = json.loads(result.stdout)
     assert [p["pid_hex"] for p in printed["processes"]] == ["0x299", "0x2b5"]
@@ -109,28 +111,51 @@ def test_two_processes_two_traces(work, double):
 
 
 def test_keep_and_single_format(work, double):
-    result = run_iket("profile", "--run-iket", double, "--keep", "--postprocess", "json", "w.py:workload",
-                      "-o", "cap", cwd=work, env=env_for(work, "multi"))
+    result = run_iket(
+        "profile",
+        "--run-iket",
+        double,
+        "--keep",
+        "--postprocess",
+        "json",
+        "w.py:workload",
+        "-o",
+        "cap",
+        cwd=work,
+        env=env_for(work, "multi"),
+    )
     assert result.code == 0, result
     for name in ("tracker", "gen-config", "iket"):
         assert (work / "cap" / name).is_dir()
     (process,) = manifest.read(work / "cap")["processes"]
     assert set(process["artifacts"]) == {"trace_json"}
     assert process["raw"] == "iket/pid_0x23f/iket.data.json"
-    assert process["kernels"] == [{"name": "scale_loop_kernel", "launches": 3},
-                                  {"name": "copy_kernel_kernel", "launches": 1}]
+    assert process["kernels"] == [
+        {"name": "scale_loop_kernel", "launches": 3},
+        {"name": "copy_kernel_kernel", "launches": 1},
+    ]
 
 
 def test_clobber_replaces_only_after_success(work, double):
     before = previous_capture(work / "cap")
-    refused = run_iket("profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work,
-                       env=env_for(work))
+    refused = run_iket(
+        "profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work)
+    )
     assert refused.code == 2, refused
     assert "--clobber" in refused.stderr and "--output-dir" in refused.stderr
     assert snapshot(work / "cap") == before
     assert not (work / "passes.jsonl").exists(), "refused before anything ran"
-    done = run_iket("profile", "--run-iket", double, "-o", "cap", "--clobber", "w.py:workload", cwd=work,
-                    env=env_for(work))
+    done = run_iket(
+        "profile",
+        "--run-iket",
+        double,
+        "-o",
+        "cap",
+        "--clobber",
+        "w.py:workload",
+        cwd=work,
+        env=env_for(work),
+    )
     assert done.code == 0, done
     assert manifest.read(work / "cap")["status"] == "ok"
 
@@ -146,8 +171,9 @@ def test_capture_without_trace_fails_and_keeps_previous(work, double):
         import shutil
 
         shutil.copytree(pid, work / "empty" / "tracker" / pid.name)
-    result = run_iket("profile", "--run-iket", double, "-o", "cap", "--clobber", "w.py:workload",
-                      cwd=work, env=env)
+    result = run_iket(
+        "profile", "--run-iket", double, "-o", "cap", "--clobber", "w.py:workload", cwd=work, env=env
+    )
     assert result.code == 1, result
     assert "produced no trace" in result.stderr
     assert snapshot(work / "cap") == before
@@ -161,8 +187,9 @@ def test_capture_without_trace_fails_and_keeps_previous(work, double):
 def test_tracker_failure_keeps_previous_capture(tmp_path, real_run_iket):
     before = previous_capture(tmp_path / "cap")
     (tmp_path / "fail.py").write_text("import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n")
-    result = run_iket("profile", "--run-iket", real_run_iket, "fail.py", "-o", "cap", "--clobber",
-                      cwd=tmp_path)
+    result = run_iket(
+        "profile", "--run-iket", real_run_iket, "fail.py", "-o", "cap", "--clobber", cwd=tmp_path
+    )
     assert result.code == 1, result
     assert "iket: error: the workload exited with status 3 in the tracker pass" in result.stderr
     assert "about to fail" in result.stderr, "the last lines of the pass are shown"
@@ -181,16 +208,21 @@ def test_no_instrumented_kernel_is_one_clear_line(tmp_path, real_run_iket):
     result = run_iket("profile", "--run-iket", real_run_iket, "plain.py", cwd=tmp_path)
     assert result.code == 1, result
     errors = [line for line in result.stderr.splitlines() if line.startswith("iket: error:")]
-    assert errors == ["iket: error: the workload launched no IKET-instrumented kernel "
-                      "(the tracker pass saw none)"]
+    assert errors == [
+        "iket: error: the workload launched no IKET-instrumented kernel (the tracker pass saw none)"
+    ]
     assert "IketProfiler().compile" in result.stderr
     assert "AssertionError" not in result.stderr.split("iket: error:")[-1]
 
 
 def test_libs_base_alone_still_runs(tmp_path, real_run_iket):
     """run-iket on its own dies on 'import iket'; through iket it reaches the tracker pass."""
-    bare = subprocess.run([str(real_run_iket), "--help"], capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    bare = subprocess.run(
+        [str(real_run_iket), "--help"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
     if bare.returncode == 0:
         pytest.skip("nvidia-cutlass-dsl's .pth is installed here: the hole is not present")
     assert "No module named 'iket'" in bare.stderr
@@ -245,8 +277,14 @@ def test_refusals_exit_2_before_anything_runs(work, real_run_iket, args, message
 
 
 def test_nsight_injection_is_refused(work, real_run_iket):
-    result = run_iket("profile", "--run-iket", real_run_iket, "w.py", cwd=work,
-                      env={"CUDA_INJECTION64_PATH": "/opt/nsight/libinjection.so"})
+    result = run_iket(
+        "profile",
+        "--run-iket",
+        real_run_iket,
+        "w.py",
+        cwd=work,
+        env={"CUDA_INJECTION64_PATH": "/opt/nsight/libinjection.so"},
+    )
     assert result.code == 2, result
     assert "CUDA_INJECTION64_PATH is already set" in result.stderr
 
@@ -256,9 +294,10 @@ def test_old_run_iket_is_refused(tmp_path, work):
     site = tmp_path / "old-site"
     dist = site / "nvidia_cutlass_dsl_libs_base-4.7.0.dist-info"
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-cutlass-dsl-libs-base\nVersion: 4.7.0\n")
+    metadata = "Metadata-Version: 2.1\nName: nvidia-cutlass-dsl-libs-base\nVersion: 4.7.0\n"
+    (dist / "METADATA").write_text(metadata)
     python = tmp_path / "python-old"
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
     tool = tmp_path / "run-iket"
     tool.write_text(f"#!{python}\nprint('old run-iket')\n")
@@ -292,8 +331,18 @@ def test_timeout_kills_the_whole_tree(tmp_path, real_run_iket):
     before = previous_capture(tmp_path / "cap")
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     start = time.monotonic()
-    result = run_iket("profile", "--run-iket", real_run_iket, "--timeout", "3", "--clobber", "-o", "cap",
-                      "sleeper.py", cwd=tmp_path)
+    result = run_iket(
+        "profile",
+        "--run-iket",
+        real_run_iket,
+        "--timeout",
+        "3",
+        "--clobber",
+        "-o",
+        "cap",
+        "sleeper.py",
+        cwd=tmp_path,
+    )
     assert result.code == 124, result
     assert time.monotonic() - start < 30
     assert "timed out after 3 s" in result.stderr
@@ -310,13 +359,27 @@ def test_interrupt_stops_the_tree(tmp_path, real_run_iket, signum):
     before = previous_capture(tmp_path / "cap")
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iket_cli", "profile", "--run-iket", str(real_run_iket), "--clobber",
-         "-o", "cap", "sleeper.py"],
-        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "iket_cli",
+            "profile",
+            "--run-iket",
+            str(real_run_iket),
+            "--clobber",
+            "-o",
+            "cap",
+            "sleeper.py",
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     pids = [int(p) for p in wait_for(tmp_path / "pids").split()]
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signum, err
     assert f"interrupted by {signal.Signals(signum).name}" in err
     time.sleep(0.2)
@@ -329,9 +392,23 @@ def test_interrupt_stops_the_tree(tmp_path, real_run_iket, signum):
 def test_second_concurrent_capture_fails_at_once(tmp_path, real_run_iket):
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     first = subprocess.Popen(
-        [sys.executable, "-m", "iket_cli", "profile", "--run-iket", str(real_run_iket), "-o", "cap",
-         "--timeout", "60", "sleeper.py"],
-        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "iket_cli",
+            "profile",
+            "--run-iket",
+            str(real_run_iket),
+            "-o",
+            "cap",
+            "--timeout",
+            "60",
+            "sleeper.py",
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_for(tmp_path / "pids")
