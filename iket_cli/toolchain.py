@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -138,13 +139,14 @@ def own_distribution() -> tuple[str | None, str | None]:
 
 
 def parse_version(text: str) -> tuple[int, ...]:
+    """The leading numeric release of a version string: ``4.10.0rc1`` -> ``(4, 10, 0)``."""
     parts = []
     for piece in text.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
+        match = re.match(r"\d+", piece)
+        if not match:
             break
-        parts.append(int(digits))
-        if digits != piece:
+        parts.append(int(match.group()))
+        if match.group() != piece:
             break
     return tuple(parts)
 
