@@ -6,6 +6,8 @@ interleaved, ``--runs`` times each, in one process so that they share the machin
 * ``iket``: ``python -m iket_cli profile profile_affine.py:workload``
 * ``raw``: ``run-iket ... profile --postprocess all -- python3 -c "import profile_affine as p; p.workload()"``
 * ``iket.run``: ``python3 profile_affine.py`` (its ``__main__`` calls TIRx's ``iket.run``)
+* ``raw+env``: ``raw`` with ``TVM_TIRX_IKET_INJECTED_CHILD_ENABLE=1``, which iket (like TIRx's
+  own profile) sets in both passes: it separates iket's cost from that variable's.
 
 Prints a markdown table (median wall seconds and ratios) and, with ``--json FILE``, the raw
 figures.
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def variants(work: Path) -> dict[str, tuple[list[str], Path]]:
     py = sys.executable
     run_iket = shutil.which("run-iket") or "run-iket"
+    raw_env = ["env", "TVM_TIRX_IKET_INJECTED_CHILD_ENABLE=1"]
     return {
         "iket": (
             [
@@ -61,6 +64,23 @@ def variants(work: Path) -> dict[str, tuple[list[str], Path]]:
             work / "out-raw",
         ),
         "iket.run": ([py, "profile_affine.py"], work / "iket_affine_trace"),
+        "raw+env": (
+            [
+                *raw_env,
+                run_iket,
+                "-o",
+                "out-raw-env",
+                "--clobber",
+                "profile",
+                "--postprocess",
+                "all",
+                "--",
+                "python3",
+                "-c",
+                "import profile_affine as p; p.workload()",
+            ],
+            work / "out-raw-env",
+        ),
     }
 
 
@@ -75,7 +95,9 @@ def main() -> int:
     own: list[float] = []  # iket's wall time minus its run-iket child's
     order = list(variants(work).items())
     for round_ in range(args.runs):
-        for name, (cmd, out) in order[round_ % 3 :] + order[: round_ % 3]:  # rotate: no order bias
+        for name, (cmd, out) in (
+            order[round_ % len(order) :] + order[: round_ % len(order)]
+        ):  # rotate: no order bias
             if name == "iket.run":
                 shutil.rmtree(out, ignore_errors=True)  # iket.run refuses an existing dir
             start = time.perf_counter()
