@@ -20,15 +20,30 @@ import codecs
 import importlib
 import importlib.util
 import os
+import select
 import signal
 import sys
 
 #: Exit status when the function target turns out not to exist in the pass itself.
 BAD_TARGET = 2
+#: A FIFO of the CLI's: the workload's output goes there, live, instead of to run-iket,
+#: which reads its children's output to the end before it prints any of it.
+STREAM_ENV = "IKET_CLI_STREAM"
 
 
-def _filter(read_fd: int) -> None:
-    """Copy ``read_fd`` to stdout, replacing invalid UTF-8; runs in the forked filter."""
+def _output_fd() -> int:
+    """The CLI's FIFO if it gave one (and it can be opened), else our stdout."""
+    path = os.environ.pop(STREAM_ENV, None)
+    if path:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            pass
+    return 1
+
+
+def _filter(read_fd: int, out_fd: int) -> None:
+    """Copy ``read_fd`` to ``out_fd``, replacing invalid UTF-8; runs in the forked filter."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # drain what the workload wrote last
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     while True:
@@ -39,7 +54,11 @@ def _filter(read_fd: int) -> None:
         text = decoder.decode(chunk, final=not chunk)
         data = text.encode("utf-8")
         while data:
-            written = os.write(1, data)
+            try:
+                written = os.write(out_fd, data)
+            except BlockingIOError:  # the CLI reads slower than the workload writes
+                select.select([], [out_fd], [])
+                continue
             data = data[written:]
         if not chunk:
             return
@@ -49,14 +68,17 @@ def sanitize_output() -> None:
     """Route fds 1 and 2 of this process (and its children) through the UTF-8 filter."""
     sys.stdout.flush()
     sys.stderr.flush()
+    out_fd = _output_fd()
     read_fd, write_fd = os.pipe()
     if os.fork() == 0:
         os.close(write_fd)
         try:
-            _filter(read_fd)
+            _filter(read_fd, out_fd)
         finally:
             os._exit(0)
     os.close(read_fd)
+    if out_fd != 1:
+        os.close(out_fd)
     os.dup2(write_fd, 1)
     os.dup2(write_fd, 2)
     os.close(write_fd)

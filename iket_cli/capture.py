@@ -296,13 +296,17 @@ class Session:
             log.write(f"# {' '.join(self.opts.command or ['iket_cli.profile(...)'])}\n")
             log.write(f"# run-iket command: {_quote(argv)}\n")
             self.log = log
+            stream = self.staging.root / "workload.fifo"
+            os.mkfifo(stream)
+            env = {**self.tool.child_env(self.env), targets.STREAM_ENV: str(stream)}
             try:
                 result = runner.run_streaming(
                     argv,
-                    env=self.tool.child_env(self.env),
+                    env=env,
                     cwd=self.cwd,
                     on_line=self._on_line,
                     timeout=self.opts.timeout,
+                    side_stream=stream,
                 )
             except (CaptureTimeout, CaptureInterrupted) as stop:
                 status = "timeout" if isinstance(stop, CaptureTimeout) else "interrupted"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -85,14 +86,26 @@ def run_streaming(
     cwd: Path,
     on_line: Callable[[str], None],
     timeout: float | None = None,
+    side_stream: Path | None = None,
 ) -> RunResult:
     """Run ``argv`` with stdout+stderr merged, calling ``on_line`` for each decoded line.
 
-    Output that is not UTF-8 is decoded with replacement characters, never fatally.
-    Raises :class:`CaptureTimeout` or :class:`CaptureInterrupted` after the whole tree
-    is gone.
+    ``side_stream``, if given, is a FIFO that children may write to as well (the shim
+    sends the workload's output there, because run-iket holds it back until a pass ends);
+    its lines reach ``on_line`` as they come. Output that is not UTF-8 is decoded with
+    replacement characters, never fatally. Raises :class:`CaptureTimeout` or
+    :class:`CaptureInterrupted` after the whole tree is gone.
     """
     start = time.monotonic()
+    lock = threading.Lock()
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+
+    def emit(line: str) -> None:
+        with lock:
+            tail.append(line)
+            on_line(line)
+
+    side = _SideStream(side_stream, emit) if side_stream else None
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -104,9 +117,10 @@ def run_streaming(
             start_new_session=True,
         )
     except OSError as error:
+        if side:
+            side.close()
         raise ToolchainError(f"cannot start {argv[0]}: {error.strerror}") from None
-    tail: deque[str] = deque(maxlen=TAIL_LINES)
-    reader = threading.Thread(target=_pump, args=(proc, on_line, tail), daemon=True)
+    reader = threading.Thread(target=_pump, args=(proc, emit), daemon=True)
     reader.start()
     try:
         with sigterm_as_exception():
@@ -114,6 +128,8 @@ def run_streaming(
     except subprocess.TimeoutExpired:
         kill_tree(proc)
         reader.join(GRACE_S)
+        if side:
+            side.close()
         raise CaptureTimeout(
             f"timed out after {timeout:g} s; the whole process tree was killed",
             hint="raise --timeout, or make the workload smaller",
@@ -123,12 +139,16 @@ def run_streaming(
         signum = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
         kill_tree(proc, first=signum)
         reader.join(GRACE_S)
+        if side:
+            side.close()
         raise CaptureInterrupted(
             f"interrupted by {signal.Signals(signum).name}; the whole process tree was stopped",
             exit_code=128 + signum,
             details=list(tail),
         ) from None
     reader.join()
+    if side:
+        side.close()
     return RunResult(returncode, time.monotonic() - start, list(tail))
 
 
@@ -145,13 +165,58 @@ def _wait(proc: subprocess.Popen, timeout: float | None) -> int:
             continue
 
 
-def _pump(proc: subprocess.Popen, on_line: Callable[[str], None], tail: deque) -> None:
+def _pump(proc: subprocess.Popen, emit: Callable[[str], None]) -> None:
     assert proc.stdout is not None
     with proc.stdout:
         for raw in iter(proc.stdout.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            tail.append(line)
-            on_line(line)
+            emit(raw.decode("utf-8", "replace").rstrip("\r\n"))
+
+
+class _SideStream:
+    """Reads a FIFO in a thread until :meth:`close`, passing on whole decoded lines.
+
+    The FIFO is opened non-blocking for reading before any writer exists, so writers'
+    ``open`` never blocks; "no writer right now" reads as an empty read, not the end.
+    """
+
+    def __init__(self, path: Path, emit: Callable[[str], None]) -> None:
+        self._fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self._emit = emit
+        self._stop = threading.Event()
+        self._pending = b""
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            stopping = self._stop.is_set()
+            ready, _, _ = select.select([self._fd], [], [], 0.1)
+            data = self._read() if ready else b""
+            if data:
+                self._feed(data)
+            elif stopping:
+                break
+            elif ready:
+                time.sleep(0.05)  # no writer at the moment: select keeps saying "readable"
+        if self._pending:
+            self._emit(self._pending.decode("utf-8", "replace"))
+
+    def _read(self) -> bytes:
+        try:
+            return os.read(self._fd, 65536)
+        except BlockingIOError:
+            return b""
+
+    def _feed(self, data: bytes) -> None:
+        *lines, self._pending = (self._pending + data).split(b"\n")
+        for line in lines:
+            self._emit(line.decode("utf-8", "replace").rstrip("\r"))
+
+    def close(self) -> None:
+        """Drain what the writers left, then stop."""
+        self._stop.set()
+        self._thread.join(GRACE_S)
+        os.close(self._fd)
 
 
 def descendants(root: int) -> list[int]:

@@ -430,3 +430,32 @@ def test_console_script_and_module_agree(tmp_path):
     assert via_script.returncode == via_module.code == 0
     assert via_script.stdout == via_module.stdout
     assert via_module.stdout.startswith("iket-cli ") and "run-iket 4.8" in via_module.stdout
+
+
+def test_workload_output_passes_through_live(tmp_path, real_run_iket):
+    """run-iket holds a pass's output back until the pass ends; iket shows it as it comes."""
+    (tmp_path / "chatty.py").write_text(
+        "import os, time\n"
+        "print('first line', flush=True)\n"
+        "for _ in range(400):\n"
+        "    if os.path.exists('go'):\n"
+        "        break\n"
+        "    time.sleep(0.05)\n"
+        "print('after go' if os.path.exists('go') else 'gave up', flush=True)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iket_cli", "profile", "--run-iket", str(real_run_iket), "chatty.py"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = proc.stdout.readline()
+    (tmp_path / "go").write_text("")
+    out, err = proc.communicate(timeout=60)
+    assert first == "first line\n", err
+    assert "after go" in out, "the first line arrived while the pass was still running"
+    assert proc.returncode == 1  # no instrumented kernel on a CPU
+    log = (tmp_path / "iket-chatty.failed" / "iket.log").read_text()
+    assert log.index("Dry run application first") < log.index("first line") < log.index("after go")
