@@ -21,6 +21,7 @@ from typing import Any
 
 from . import manifest as manifest_mod
 from . import outdir, runner, sysinfo, targets, toolchain
+from ._shim import STREAM_ENV
 from .errors import (
     CaptureError,
     CaptureInterrupted,
@@ -298,7 +299,7 @@ class Session:
             self.log = log
             stream = self.staging.root / "workload.fifo"
             os.mkfifo(stream)
-            env = {**self.tool.child_env(self.env), targets.STREAM_ENV: str(stream)}
+            env = {**self.tool.child_env(self.env), STREAM_ENV: str(stream)}
             try:
                 result = runner.run_streaming(
                     argv,
