@@ -1,6 +1,6 @@
 """Overhead of ``iket profile`` against raw run-iket and TIRx's ``iket.run``, on a GPU.
 
-Three ways to capture the same kernel (``tests/fixtures/workloads/profile_affine.py``),
+Three ways to capture the same kernel (``examples/profile_affine.py``),
 interleaved, ``--runs`` times each, in one process so that they share the machine's state:
 
 * ``iket``: ``python -m iket_cli profile profile_affine.py:workload``
@@ -90,7 +90,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="iket-bench-"))
-    shutil.copy(ROOT / "tests/fixtures/workloads/profile_affine.py", work)
+    shutil.copy(ROOT / "examples/profile_affine.py", work)
     times: dict[str, list[float]] = {name: [] for name in variants(work)}
     own: list[float] = []  # iket's wall time minus its run-iket child's
     order = list(variants(work).items())

@@ -1,8 +1,8 @@
 """Every GPU check of iket, in one file: ``python -m pytest -m gpu scripts/gpu_check.py``.
 
 Run on the GPU machine (see README, "GPU checks"). Skipped where there is no NVIDIA GPU,
-no run-iket or no TIRx. Each test captures one of the workloads recorded in
-``tests/fixtures/workloads`` with the real ``iket profile`` and checks the result.
+no run-iket or no TIRx. Each test captures one of the workloads in ``examples/`` with
+the real ``iket profile`` and checks the result.
 With ``$IKET_GPU_KEEP`` set, the manifests and logs are copied into that folder.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOADS = ROOT / "tests" / "fixtures" / "workloads"
+WORKLOADS = ROOT / "examples"  # the workloads that made tests/fixtures/{affine,multi,spawn}
 
 pytestmark = [
     pytest.mark.gpu,

@@ -42,6 +42,14 @@ def run_iket(*args, cwd: Path, env: dict | None = None, timeout: float = 120) ->
     return Result(proc.returncode, proc.stdout, proc.stderr, cmd)
 
 
+def start_iket(*args, cwd: Path, **popen) -> subprocess.Popen:
+    """Start ``python -m iket_cli ARGS`` in the background (for signal and lock tests)."""
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    cmd = [sys.executable, "-m", "iket_cli", *map(str, args)]
+    return subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, text=True, **popen)
+
+
 @pytest.fixture(scope="session")
 def double(tmp_path_factory) -> Path:
     """An executable run-iket test double (real run-iket, GPU output replayed)."""

@@ -19,7 +19,7 @@ import pytest
 
 from iket_cli import manifest
 
-from conftest import FIXTURES, alive, replay, run_iket, snapshot
+from conftest import FIXTURES, alive, replay, run_iket, snapshot, start_iket
 
 AFFINE = FIXTURES / "affine"
 
@@ -358,24 +358,8 @@ def test_timeout_kills_the_whole_tree(tmp_path, real_run_iket):
 def test_interrupt_stops_the_tree(tmp_path, real_run_iket, signum):
     before = previous_capture(tmp_path / "cap")
     (tmp_path / "sleeper.py").write_text(SLEEPER)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "iket_cli",
-            "profile",
-            "--run-iket",
-            str(real_run_iket),
-            "--clobber",
-            "-o",
-            "cap",
-            "sleeper.py",
-        ],
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_iket(
+        "profile", "--run-iket", real_run_iket, "--clobber", "-o", "cap", "sleeper.py", cwd=tmp_path
     )
     pids = [int(p) for p in wait_for(tmp_path / "pids").split()]
     proc.send_signal(signum)
@@ -391,22 +375,16 @@ def test_interrupt_stops_the_tree(tmp_path, real_run_iket, signum):
 
 def test_second_concurrent_capture_fails_at_once(tmp_path, real_run_iket):
     (tmp_path / "sleeper.py").write_text(SLEEPER)
-    first = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "iket_cli",
-            "profile",
-            "--run-iket",
-            str(real_run_iket),
-            "-o",
-            "cap",
-            "--timeout",
-            "60",
-            "sleeper.py",
-        ],
+    first = start_iket(
+        "profile",
+        "--run-iket",
+        real_run_iket,
+        "-o",
+        "cap",
+        "--timeout",
+        "60",
+        "sleeper.py",
         cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -443,14 +421,7 @@ def test_workload_output_passes_through_live(tmp_path, real_run_iket):
         "    time.sleep(0.05)\n"
         "print('after go' if os.path.exists('go') else 'gave up', flush=True)\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "iket_cli", "profile", "--run-iket", str(real_run_iket), "chatty.py"],
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_iket("profile", "--run-iket", real_run_iket, "chatty.py", cwd=tmp_path)
     first = proc.stdout.readline()
     (tmp_path / "go").write_text("")
     out, err = proc.communicate(timeout=60)
