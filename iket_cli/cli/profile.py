@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from ..errors import IketError, UsageError
 
 POSTPROCESS = ("perfetto", "json", "html", "all", "none")
 
@@ -184,8 +184,13 @@ def command(ctx: click.Context, **kw: object) -> int:
     from ..runner import become_subreaper
 
     become_subreaper()
-    with reporter:
-        capture = profile(target, output_dir, reporter=reporter, command=["iket", *sys.argv[1:]], **kw)
+    try:
+        with reporter:
+            capture = profile(target, output_dir, reporter=reporter, command=["iket", *sys.argv[1:]], **kw)
+    except IketError as error:
+        if as_json and error.failed_dir is not None and (error.failed_dir / "manifest.json").is_file():
+            sys.stdout.write((error.failed_dir / "manifest.json").read_text())  # CI reads it too
+        raise
     reporter.summary(capture)
     if as_json:
         sys.stdout.write(json.dumps(capture.manifest, indent=2) + "\n")

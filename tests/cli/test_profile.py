@@ -188,7 +188,7 @@ def test_tracker_failure_keeps_previous_capture(tmp_path, real_run_iket):
     before = previous_capture(tmp_path / "cap")
     (tmp_path / "fail.py").write_text("import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n")
     result = run_iket(
-        "profile", "--run-iket", real_run_iket, "fail.py", "-o", "cap", "--clobber", cwd=tmp_path
+        "profile", "--run-iket", real_run_iket, "fail.py", "-o", "cap", "--clobber", "--json", cwd=tmp_path
     )
     assert result.code == 1, result
     assert "iket: error: the workload exited with status 3 in the tracker pass" in result.stderr
@@ -199,6 +199,7 @@ def test_tracker_failure_keeps_previous_capture(tmp_path, real_run_iket):
     assert str(failed) in result.stderr
     record = manifest.read(failed)
     assert record["status"] == "failed" and record["error"]["phase"] == "tracker"
+    assert json.loads(result.stdout) == record, "--json prints the failure's manifest too"
     assert "Tracker failed with return code: 3" in (failed / "iket.log").read_text()
     assert (failed / "tracker" / "tracker.config.json").is_file(), "run-iket's intermediates kept"
 
