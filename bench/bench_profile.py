@@ -88,12 +88,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--variants", default="iket,raw,iket.run,raw+env", help="comma-separated")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="iket-bench-"))
     shutil.copy(ROOT / "examples/profile_affine.py", work)
-    times: dict[str, list[float]] = {name: [] for name in variants(work)}
+    chosen = args.variants.split(",")
+    order = [(name, spec) for name, spec in variants(work).items() if name in chosen]
+    times: dict[str, list[float]] = {name: [] for name, _ in order}
     own: list[float] = []  # iket's wall time minus its run-iket child's
-    order = list(variants(work).items())
     for round_ in range(args.runs):
         for name, (cmd, out) in (
             order[round_ % len(order) :] + order[: round_ % len(order)]
