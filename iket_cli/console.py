@@ -142,3 +142,57 @@ def _size(n: int) -> str:
 def _say(text: str) -> None:
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
+
+
+class DecodeProgress:
+    """Per process and export: a live rich table on a terminal, plain lines otherwise."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+        self.fancy = not quiet and fancy_allowed(sys.stderr)
+        self._rows: dict[Any, Any] = {}
+
+    def __enter__(self) -> DecodeProgress:
+        if self.fancy:
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+            )
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fancy:
+            self._progress.stop()
+
+    @staticmethod
+    def _label(task: Any) -> str:
+        export = (
+            "json"
+            if task.export == "json"
+            else "+".join(f for f in ("perfetto", "html") if f in task.formats)
+        )
+        return f"pid {task.pid_hex} {export}"
+
+    def started(self, task: Any) -> None:
+        if self.fancy:
+            self._rows[task] = self._progress.add_task(self._label(task), total=1)
+        elif not self.quiet:
+            _say(f"iket: decoding {self._label(task)}...")
+
+    def finished(self, outcome: Any) -> None:
+        label = self._label(outcome.task)
+        verdict = f"failed: {outcome.error}" if outcome.error else f"done in {outcome.seconds:.1f} s"
+        if self.fancy:
+            self._progress.update(
+                self._rows[outcome.task],
+                completed=1,
+                description=f"{label} {'[red]failed[/]' if outcome.error else ''}",
+            )
+        elif not self.quiet or outcome.error:
+            _say(f"iket: {label} {verdict}")

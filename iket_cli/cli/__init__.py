@@ -47,6 +47,7 @@ def cli() -> None:
 
     \b
     iket profile script.py -o DIR     capture a script (or script.py:func, -m mod, -- CMD)
+    iket postprocess DIR              decode a capture kept with --keep, on any machine
 
     Exit codes: 0 ok, 1 the workload or capture failed, 2 usage or refused output
     directory, 124 timeout, 130 interrupted.
@@ -54,9 +55,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from . import profile
+    from . import postprocess, profile
 
     cli.add_command(profile.command)
+    cli.add_command(postprocess.command)
 
 
 _register()
