@@ -123,3 +123,30 @@ def test_failure_after_success_keeps_the_capture(work):
     assert proc.returncode == 1
     assert "status 5 in the tracker pass" in proc.stderr
     assert {p.name: p.read_bytes() for p in (work / "cap").iterdir()} == before
+
+
+def test_postprocess_matches_run_iket(work):
+    """A fresh H200 capture kept raw: iket postprocess and run-iket postprocess agree."""
+    assert (
+        iket(
+            "profile", "multi_kernel.py", "-o", "cap", "--keep", "--postprocess", "none", cwd=work
+        ).returncode
+        == 0
+    )
+    for name in ("ours", "theirs"):
+        shutil.copytree(work / "cap", work / name)
+    assert iket("postprocess", "ours", "--format", "all", cwd=work).returncode == 0
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    subprocess.run(
+        [shutil.which("run-iket"), "postprocess", "theirs", "--format", "all"],
+        cwd=work,
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    record = json.loads((work / "ours" / "manifest.json").read_text())
+    (process,) = record["processes"]
+    assert record["phases"]["postprocess"] is not None
+    for kind in ("trace_json", "perfetto", "html"):
+        name = process["artifacts"][kind]["path"]
+        assert (work / "ours" / name).read_bytes() == (work / "theirs" / name).read_bytes(), name
