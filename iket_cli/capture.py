@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import manifest as manifest_mod
-from . import outdir, runner, sysinfo, targets, toolchain
+from . import outdir, postprocess, runner, sysinfo, targets, toolchain
 from ._shim import STREAM_ENV
 from .errors import (
     CaptureError,
@@ -240,6 +241,7 @@ class Session:
         self.reporter = reporter
         self.phase = "setup"
         self.run_iket_s: float | None = None
+        self.postprocess_s: float | None = None
 
     # -- preparation: everything here runs before any process starts ------------------
     def prepare(self) -> None:
@@ -265,7 +267,9 @@ class Session:
             argv += ["--log-level", opts.log_level]
         if opts.context_buffer_size:
             argv += ["--context-buffer-size", opts.context_buffer_size]
-        argv += ["profile", "--postprocess", opts.postprocess, "--keep", "--enable-stats"]
+        # iket decodes the raw captures itself (in parallel: see postprocess.py), so run-iket
+        # only runs the passes and keeps what they wrote.
+        argv += ["profile", "--postprocess", "none", "--keep", "--enable-stats"]
         if opts.max_ts_cnt_per_warp is not None:
             argv += ["--max-ts-cnt-per-warp", str(opts.max_ts_cnt_per_warp)]
         if opts.warp_trace:
@@ -291,6 +295,9 @@ class Session:
         self.started = datetime.now(timezone.utc)
         self.t0 = time.monotonic()
         gpus = sysinfo.GpuQuery()
+        formats = manifest_mod.formats_for(self.opts.postprocess)
+        if formats:  # load the decoder while the passes run, not after them
+            threading.Thread(target=postprocess.preload, daemon=True).start()
         argv = self.run_iket_argv(self.staging.capture_dir)
         self.argv = argv
         with open(self.staging.log_path, "w", encoding="utf-8", errors="replace") as log:
@@ -317,11 +324,32 @@ class Session:
         self.run_iket_s = round(result.duration_s, 3)
         if result.returncode != 0:
             raise self._failed(self._classify(result), "failed", gpus.result())
+        with open(self.staging.log_path, "a", encoding="utf-8", errors="replace") as log:
+            self.log = log
+            try:
+                self._decode(formats)
+            except CaptureError as error:
+                log.close()
+                raise self._failed(error, "failed", gpus.result()) from None
         return self._succeeded(gpus.result())
+
+    def _decode(self, formats: list[str]) -> None:
+        """Decode every process's raw capture into the requested artifacts, in parallel."""
+        tasks = postprocess.plan(self.staging.capture_dir, formats)
+        if not tasks:
+            return  # nothing was captured: _missing_artifacts says so
+        self.phase = "postprocess"
+        self.reporter.phase("postprocess")
+        start = time.monotonic()
+        outcomes = postprocess.run(tasks, progress=_LoggedProgress(self))
+        self.postprocess_s = round(time.monotonic() - start, 3)
+        errors = list(dict.fromkeys(o.error for o in outcomes if o.error))
+        if errors:
+            raise CaptureError(f"decoding failed: {errors[0]}", phase="postprocess", details=errors[1:])
 
     def _on_line(self, line: str) -> None:
         self.log.write(line + "\n")
-        tool = line.startswith("[run-iket]")
+        tool = line.startswith(("[run-iket]", "[iket]"))
         if tool:
             for marker, phase in PHASE_MARKERS:
                 if marker in line and phase != self.phase:
@@ -426,13 +454,29 @@ class Session:
             "started_at": self.started.isoformat(timespec="milliseconds"),
             "finished_at": finished.isoformat(timespec="milliseconds"),
             "duration_s": round(time.monotonic() - self.t0, 3),
-            "phases": {**manifest_mod.phases_from_stats(stats), "run_iket": self.run_iket_s},
+            "phases": {
+                **manifest_mod.phases_from_stats(stats),
+                "postprocess": self.postprocess_s,
+                "run_iket": self.run_iket_s,
+            },
             "versions": sysinfo.versions(self.tool.version, gpus),
             "postprocess": manifest_mod.formats_for(self.opts.postprocess),
             "keep": self.opts.keep,
             "log": manifest_mod.LOG_NAME,
             "processes": processes,
         }
+
+
+class _LoggedProgress(postprocess.Progress):
+    """Decode progress as ``[iket]`` lines: in the log, and on the console with -v."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def finished(self, outcome: postprocess.Outcome) -> None:
+        task = outcome.task
+        verdict = f"failed: {outcome.error}" if outcome.error else f"in {outcome.seconds:.2f} s"
+        self.session._on_line(f"[iket] decoded pid {task.pid_hex} {task.export} {verdict}")
 
 
 def _error_record(error: IketError) -> dict[str, Any]:

@@ -152,6 +152,11 @@ def run(tasks: list[Task], *, jobs: int | None = None, progress: Progress | None
         return list(pool.map(one, tasks))
 
 
+def preload() -> None:
+    """Import the decoder now (about 0.2 s), e.g. in a thread while the passes run."""
+    _can_decode_inline()
+
+
 def _can_decode_inline() -> bool:
     try:
         _decoder_class()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -168,8 +169,6 @@ def test_capture_without_trace_fails_and_keeps_previous(work, double):
     env = {"PASSES": str(work / "passes.jsonl"), "IKET_DOUBLE_CAPTURE": str(work / "empty")}
     (work / "empty" / "tracker").mkdir(parents=True)
     for pid in (AFFINE / "tracker").glob("pid_*"):
-        import shutil
-
         shutil.copytree(pid, work / "empty" / "tracker" / pid.name)
     result = run_iket(
         "profile", "--run-iket", double, "-o", "cap", "--clobber", "w.py:workload", cwd=work, env=env
@@ -431,3 +430,45 @@ def test_workload_output_passes_through_live(tmp_path, real_run_iket):
     assert proc.returncode == 1  # no instrumented kernel on a CPU
     log = (tmp_path / "iket-chatty.failed" / "iket.log").read_text()
     assert log.index("Dry run application first") < log.index("first line") < log.index("after go")
+
+
+def test_iket_decodes_the_raw_captures_itself(work, double):
+    result = run_iket(
+        "profile",
+        "--run-iket",
+        double,
+        "-o",
+        "cap",
+        "-v",
+        "w.py:workload",
+        cwd=work,
+        env=env_for(work, "multi"),
+    )
+    assert result.code == 0, result
+    record = manifest.read(work / "cap")
+    argv = record["run_iket_argv"]
+    assert argv[argv.index("--postprocess") + 1] == "none", "run-iket only runs the passes"
+    assert record["phases"]["postprocess"] > 0
+    log = (work / "cap" / "iket.log").read_text()
+    assert "[iket] decoded pid 0x23f json" in log and "[iket] decoded pid 0x23f perfetto" in log
+    assert "[iket] decoded pid 0x23f json" in result.stderr, "-v shows the decode lines"
+    trace = work / "cap" / "iket_pid_0x23f.trace.json"
+    assert trace.read_bytes() == (FIXTURES / "multi" / trace.name).read_bytes()
+
+
+def test_decode_failure_keeps_previous_capture(work, double, tmp_path):
+    before = previous_capture(work / "cap")
+    broken = tmp_path / "broken"
+    shutil.copytree(FIXTURES / "affine", broken)
+    data = broken / "iket" / "pid_0x204" / "iket.data.bin"
+    data.write_bytes(data.read_bytes()[:8])
+    env = {"PASSES": str(work / "passes.jsonl"), "IKET_DOUBLE_CAPTURE": str(broken)}
+    result = run_iket(
+        "profile", "--run-iket", double, "-o", "cap", "--clobber", "w.py:workload", cwd=work, env=env
+    )
+    assert result.code == 1, result
+    assert "decoding failed" in result.stderr and "iket.data.bin is truncated" in result.stderr
+    assert snapshot(work / "cap") == before
+    failed = manifest.read(work / "cap.failed")
+    assert failed["error"]["phase"] == "postprocess"
+    assert (work / "cap.failed" / "iket" / "pid_0x204" / "iket.data.json").is_file(), "raw data kept"
