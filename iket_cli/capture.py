@@ -39,11 +39,10 @@ LOG_LEVELS = ("error", "warn", "info")
 INTERMEDIATES = ("tracker", "gen-config", "iket")
 STATS_NAME = "run-iket.stats.json"
 
-#: run-iket's console lines that mark the start of each phase.
+#: run-iket's console lines that mark the start of each pass (iket decodes afterwards).
 PHASE_MARKERS = (
     ("Dry run application first", "tracker"),
     ("Run application for real profiling", "capture"),
-    ("Dumped ", "postprocess"),
 )
 _NO_KERNEL = "recommended_max_ts_cnt_per_warp is not found in tracker"
 _TRACKER_FAILED = re.compile(r"Tracker failed with return code: (-?\d+)")
