@@ -329,7 +329,8 @@ class Session:
                 self._decode(formats)
             except CaptureError as error:
                 log.close()
-                raise self._failed(error, "failed", gpus.result()) from None
+                status = "interrupted" if isinstance(error, CaptureInterrupted) else "failed"
+                raise self._failed(error, status, gpus.result()) from None
         return self._succeeded(gpus.result())
 
     def _decode(self, formats: list[str]) -> None:

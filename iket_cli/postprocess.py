@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import splitjson
-from .errors import UsageError
+from .errors import CaptureInterrupted, UsageError
+from .runner import Terminated, sigterm_as_exception
 
 FORMATS = ("perfetto", "json", "html")
 GZIP_LEVEL = 6
@@ -148,8 +150,42 @@ def run(tasks: list[Task], *, jobs: int | None = None, progress: Progress | None
             progress.finished(outcome)
         return outcome
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(one, tasks))
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        with sigterm_as_exception():
+            return list(pool.map(one, tasks))
+    except (KeyboardInterrupt, Terminated) as stop:
+        signum = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+        pool.shutdown(wait=False, cancel_futures=True)
+        _cancel()
+        pool.shutdown(wait=True)
+        _remove_partials(tasks)
+        raise CaptureInterrupted(
+            f"interrupted by {signal.Signals(signum).name} while decoding",
+            phase="postprocess",
+            exit_code=128 + signum,
+        ) from None
+    finally:
+        pool.shutdown(wait=True)
+
+
+_WORKERS: set[subprocess.Popen] = set()
+
+
+def _cancel() -> None:
+    """Kill every running decode worker (on an interrupt)."""
+    for proc in list(_WORKERS):
+        proc.kill()
+
+
+def _remove_partials(tasks: list[Task]) -> None:
+    """Temporary files of killed workers: half-written artifacts and launch parts."""
+    for task in tasks:
+        leftovers = [task.out_dir / f".{name}.tmp" for name in task.outputs()]
+        leftovers += task.raw.parent.glob(f".part*.{task.raw.name}")
+        leftovers += task.raw.parent.glob(f".part*.{task.raw.stem}.out")
+        for path in leftovers:
+            path.unlink(missing_ok=True)
 
 
 def preload() -> None:
@@ -236,12 +272,21 @@ def _decode_in_child(task: Task) -> Outcome:
             "formats": list(task.formats),
         }
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "iket_cli.postprocess", spec], capture_output=True, text=True, errors="replace"
-    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "iket_cli.postprocess", spec],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+    ) as proc:
+        _WORKERS.add(proc)
+        try:
+            _, stderr = proc.communicate()
+        finally:
+            _WORKERS.discard(proc)
     seconds = time.monotonic() - start
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        last = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         if proc.returncode < 0:
             last = f"the decoder crashed (signal {-proc.returncode})"
         return Outcome(task, seconds, error=f"{task.raw}: {last}")

@@ -6,15 +6,18 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
+import tarfile
+import time
 from pathlib import Path
 
 import pytest
 
-from iket_cli import manifest, postprocess
+from iket_cli import manifest, postprocess, runner
 from iket_cli.errors import UsageError
 
-from conftest import FIXTURES, run_iket
+from conftest import FIXTURES, alive, run_iket, start_iket
 
 CAPTURES = {"affine": ["0x204"], "multi": ["0x23f"], "spawn": ["0x299", "0x2b5"]}
 
@@ -137,3 +140,27 @@ def test_plan_and_jobs(tmp_path, monkeypatch):
     assert postprocess.default_jobs(tasks, 8) == 2, "no more workers than tasks"
     monkeypatch.setattr(postprocess, "_mem_available", lambda: 1)
     assert postprocess.default_jobs(tasks, 8) == 1, "memory bounds the workers"
+
+
+def test_sigterm_while_decoding_stops_the_workers_and_leaves_no_debris(tmp_path):
+
+    with tarfile.open(FIXTURES / "keep256_raw.tar.xz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    folder = tmp_path / "keep256"
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    proc = start_iket("postprocess", folder, "--format", "json", cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    workers: list[int] = []
+    while time.monotonic() < deadline and not workers:
+        workers = runner.descendants(proc.pid)
+        time.sleep(0.05)
+    assert workers, "a worker process decodes a capture this large"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "interrupted by SIGTERM while decoding" in err
+    time.sleep(0.2)
+    assert not any(alive(pid) for pid in workers)
+    after = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    assert after == before, "no half-written artifact or launch part left behind"
