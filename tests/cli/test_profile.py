@@ -472,3 +472,39 @@ def test_decode_failure_keeps_previous_capture(work, double, tmp_path):
     failed = manifest.read(work / "cap.failed")
     assert failed["error"]["phase"] == "postprocess"
     assert (work / "cap.failed" / "iket" / "pid_0x204" / "iket.data.json").is_file(), "raw data kept"
+
+
+def test_env_cwd_and_python_reach_both_passes(work, double, tmp_path):
+    inner = work / "inner"
+    inner.mkdir()
+    (inner / "where.py").write_text(
+        "import os, sys\n"
+        "def workload():\n"
+        "    with open(os.environ['PASSES'], 'a') as f:\n"
+        "        f.write(f\"{os.getcwd()}|{os.environ.get('MY_KEY')}|{os.environ.get('VIA_WRAPPER')}\\n\")\n"
+    )
+    wrapper = tmp_path / "bin" / "mypython"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nVIA_WRAPPER=yes exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    result = run_iket(
+        "profile",
+        "--run-iket",
+        double,
+        "--env",
+        "MY_KEY=a=b",
+        "--cwd",
+        inner,
+        "--python",
+        wrapper,
+        "-o",
+        "cap",
+        "where.py:workload",
+        cwd=work,
+        env=env_for(work),
+    )
+    assert result.code == 0, result
+    lines = (work / "passes.jsonl").read_text().splitlines()
+    assert lines == [f"{inner}|a=b|yes"] * 2
+    record = manifest.read(work / "cap")
+    assert record["cwd"] == str(inner) and record["argv"][0] == str(wrapper)
