@@ -1,0 +1,97 @@
+"""The columnar trace model and the default summary, on the real H200 traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iket_cli import summary, trace
+from iket_cli.errors import ManifestError
+
+from conftest import FIXTURES, run_iket
+
+TRACES = {
+    "affine": FIXTURES / "affine" / "iket_pid_0x204.trace.json",
+    "multi": FIXTURES / "multi" / "iket_pid_0x23f.trace.json",
+    "spawn": FIXTURES / "spawn" / "iket_pid_0x2b5.trace.json",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_scan_equals_a_full_parse(name, tmp_path):
+    fast = trace.load(TRACES[name])
+    plain = trace._from_json(TRACES[name])
+    assert fast.launches == plain.launches
+    assert (fast.strings, fast.locations) == (plain.strings, plain.locations)
+    doc = json.loads(TRACES[name].read_text())
+    assert [len(launch.ranges) for launch in fast.launches] == [len(x["ranges"]) for x in doc["launches"]]
+    pretty = tmp_path / "pretty.trace.json"
+    pretty.write_text(json.dumps(doc, indent=1))
+    assert trace.load(pretty).launches == fast.launches, "other layouts take the general path"
+
+
+def test_exact_numbers_affine():
+    (kernel,) = summary.summarize(trace.load(TRACES["affine"]))
+    assert (kernel.kernel, kernel.launches, kernel.grid, kernel.block) == (
+        "profiled_affine_kernel",
+        1,
+        (1, 1, 1),
+        (32, 1, 1),
+    )
+    (row,) = kernel.ranges
+    assert (row.name, row.durations.count, row.durations.total) == ("affine", 1, 224)
+    (mark,) = kernel.markers
+    assert (mark.name, mark.count, mark.offset_from_range.p50) == ("loaded", 1, 64)
+
+
+def test_exact_numbers_multi():
+    scale, copy = summary.summarize(trace.load(TRACES["multi"]))
+    assert (scale.kernel, scale.launches, scale.grid, scale.block) == (
+        "scale_loop_kernel",
+        3,
+        (4, 1, 1),
+        (128, 1, 1),
+    )
+    (step,) = scale.ranges
+    assert step.name == "step" and step.durations.count == 3 * 64
+    assert step.durations.min == 0 and step.durations.at_resolution_limit
+    (stepped,) = scale.markers
+    assert stepped.count == 192 and stepped.offset_from_range.count == 192, "every mark inside a step"
+    assert (copy.kernel, copy.launches, copy.ranges[0].durations.count) == ("copy_kernel_kernel", 1, 16)
+    assert copy.markers == []
+
+
+def test_stats_against_a_plain_reference():
+    values = [5, 1, 9, 3, 7, 2, 8, 6, 4, 10]
+    result = summary.stats(values)
+    ordered = sorted(values)
+    assert (result.count, result.total, result.min, result.max) == (10, 55, 1, 10)
+    assert (result.p50, result.p90, result.p99) == (ordered[4], ordered[8], ordered[9])
+    assert summary.stats([]) is None
+
+
+def test_errors_are_one_line(tmp_path):
+    with pytest.raises(ManifestError, match="does not exist"):
+        trace.load(tmp_path / "missing.trace.json")
+    (tmp_path / "empty.trace.json").write_text("")
+    with pytest.raises(ManifestError, match="is empty"):
+        trace.load(tmp_path / "empty.trace.json")
+    (tmp_path / "bad.trace.json").write_text('{"graphLaunches":{},"launches":[')
+    with pytest.raises(ManifestError, match="is not an IKET trace"):
+        trace.load(tmp_path / "bad.trace.json")
+
+
+def test_cli_show(tmp_path):
+    table = run_iket("show", FIXTURES / "multi", cwd=tmp_path)
+    assert table.code == 0, table
+    assert "scale_loop_kernel" in table.stdout and "mark stepped" in table.stdout
+    as_json = run_iket("show", FIXTURES / "spawn", "--format", "json", cwd=tmp_path)
+    data = json.loads(as_json.stdout)
+    assert [p["process"] for p in data["processes"]] == ["0x299", "0x2b5"]
+    (tmp_path / "bad.trace.json").write_text("{")
+    bad = run_iket("show", tmp_path / "bad.trace.json", cwd=tmp_path)
+    assert bad.code == 2 and "is not an IKET trace" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "cap").mkdir()
+    none = run_iket("show", tmp_path / "cap", cwd=tmp_path)
+    assert none.code == 2 and "holds no JSON trace" in none.stderr
