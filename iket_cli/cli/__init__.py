@@ -49,6 +49,7 @@ def cli() -> None:
     iket profile script.py -o DIR     capture a script (or script.py:func, -m mod, -- CMD)
     iket postprocess DIR              decode a capture kept with --keep, on any machine
     iket show DIR                     summarise a capture per kernel, range and mark
+    iket diff BASE NEW --fail-over 5%  compare two captures; exit 1 on a slowdown
 
     Exit codes: 0 ok, 1 the workload or capture failed, 2 usage or refused output
     directory, 124 timeout, 130 interrupted.
@@ -56,11 +57,12 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from . import postprocess, profile, show
+    from . import diff, postprocess, profile, show
 
     cli.add_command(profile.command)
     cli.add_command(postprocess.command)
     cli.add_command(show.command)
+    cli.add_command(diff.command)
 
 
 _register()

@@ -1,0 +1,50 @@
+"""``iket diff``: what changed between two captures, and a gate for CI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import CaptureError
+
+
+@click.command("diff", short_help="Compare two captures per kernel and range; gate on slowdowns.")
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option(
+    "--stat",
+    type=click.Choice(["median", "mean", "p90", "total"]),
+    default="median",
+    show_default=True,
+    help="Statistic compared per (kernel, range).",
+)
+@click.option(
+    "--fail-over",
+    metavar="THRESHOLD",
+    help="Exit 1 when a range got slower by more than this: 5%, or 'mainloop=3%,*=10%'.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True
+)
+def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str) -> int:
+    """Compare BASE and NEW (capture directories, manifests or traces).
+
+    A range counts as slower only when its statistic grew by more than the threshold, by
+    more than the GPU timer's step and by more than its instances' spread explains (see
+    docs/diff.md).
+    """
+    from .. import diff
+
+    changes = diff.compare(base, new, stat=stat, fail_over=fail_over)
+    diff.render(changes, fmt, sys.stdout, stat)
+    regressions = [c for c in changes if c.regression]
+    if regressions:
+        worst = regressions[0]
+        raise CaptureError(
+            f"{len(regressions)} range(s) got slower than --fail-over {fail_over} allows; worst: "
+            f"{worst.kernel} / {worst.range} {worst.ratio:.3f}x",
+            phase="diff",
+        )
+    return 0
