@@ -13,53 +13,18 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from iket_cli import runner, toolchain  # noqa: E402
+from _measure import measure  # noqa: E402
 
-
-def tree_rss(pid: int) -> int:
-    total = 0
-    for member in [pid, *runner.descendants(pid)]:
-        try:
-            with open(f"/proc/{member}/status") as handle:
-                for line in handle:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-        except OSError:
-            pass
-    return total
-
-
-def measure(cmd: list[str], env: dict) -> tuple[float, int]:
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, tree_rss(proc.pid))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    _, err = proc.communicate()
-    done.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd} failed: {err.decode()[-2000:]}")
-    return time.perf_counter() - start, peak
+from iket_cli import toolchain  # noqa: E402
 
 
 def main() -> int:
@@ -86,7 +51,7 @@ def main() -> int:
                 target = work / f"{name}-{fmt}"
                 shutil.rmtree(target, ignore_errors=True)
                 shutil.copytree(source, target)
-                seconds, peak = measure([*cmd, str(target), "--format", fmt], env)
+                seconds, peak, _ = measure([*cmd, str(target), "--format", fmt], env)
                 entry = results.setdefault(f"{fmt}/{name}", {"s": [], "rss": []})
                 entry["s"].append(seconds)
                 entry["rss"].append(peak)

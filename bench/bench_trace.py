@@ -1,0 +1,121 @@
+"""Loading a trace and computing the default summary: iket's model against json.load.
+
+Side by side in one run, ``--runs`` times each, interleaved, each in a fresh process:
+
+* ``json.load``: ``json.load`` of the trace, then a plain Python loop computing the same
+  per-kernel, per-range and per-mark summary (durations, percentiles, mark offsets);
+* ``iket``: ``iket_cli.trace.load`` plus ``iket_cli.summary.summarize``.
+
+The trace defaults to keep256 (decoded from ``tests/fixtures/keep256_raw.tar.xz`` on the
+first run into ``--cache``). Prints wall time and peak RSS medians and their ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _measure import measure  # noqa: E402
+
+PLAIN = r"""
+import json, sys, math
+from bisect import bisect_right
+from collections import defaultdict
+doc = json.load(open(sys.argv[1]))
+def pct(v, q):
+    v = sorted(v); return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))]
+per_kernel = defaultdict(lambda: (defaultdict(list), defaultdict(list)))
+for launch in doc["launches"]:
+    durations, offsets = per_kernel[launch["kernelName"]]
+    spans = defaultdict(list)
+    for r in launch["ranges"]:
+        durations[r["rangeNameIdx"]].append(r["endTs"] - r["startTs"])
+        spans[r["warpLocIdxs"][0]].append((r["startTs"], r["endTs"]))
+    for s in spans.values():
+        s.sort()
+    starts = {k: [a for a, _ in s] for k, s in spans.items()}
+    for m in launch["markers"]:
+        s = spans.get(m["locIdx"], [])
+        i = bisect_right(starts.get(m["locIdx"], []), m["timestamp"]) - 1
+        while i >= 0 and s[i][1] < m["timestamp"]:
+            i -= 1
+        if i >= 0:
+            offsets[m["markerNameIdx"]].append(m["timestamp"] - s[i][0])
+for kernel, (durations, offsets) in per_kernel.items():
+    for idx, v in durations.items():
+        print(kernel, doc["stringTable"][idx], len(v), sum(v), pct(v, .5), pct(v, .9), pct(v, .99))
+    for idx, v in offsets.items():
+        print(kernel, doc["stringTable"][idx], len(v), pct(v, .5), pct(v, .9))
+"""
+
+IKET = r"""
+import sys
+from iket_cli import summary, trace
+for k in summary.summarize(trace.load(sys.argv[1])):
+    for r in k.ranges:
+        d = r.durations
+        print(k.kernel, r.name, d.count, d.total, d.p50, d.p90, d.p99)
+    for m in k.markers:
+        o = m.offset_from_range
+        print(k.kernel, m.name, o.count, o.p50, o.p90)
+"""
+
+
+def keep256(cache: Path) -> Path:
+    out = cache / "keep256.trace.json"
+    if not out.exists():
+        sys.path.insert(0, str(ROOT))
+        from iket_cli import postprocess
+
+        with tarfile.open(ROOT / "tests/fixtures/keep256_raw.tar.xz") as archive:
+            archive.extractall(cache, filter="data")
+        raw = next(cache.rglob("iket.data.json"))
+        decoder = postprocess._decoder_class()(str(raw))
+        out.write_text(decoder.export_decoded_json())
+        decoder.close()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "iket-bench-trace")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    path = args.trace or keep256(args.cache)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    results: dict[str, list[tuple[float, int]]] = {"json.load": [], "iket": []}
+    outputs = {}
+    for run in range(args.runs):
+        order = [("json.load", PLAIN), ("iket", IKET)]
+        for name, code in order if run % 2 == 0 else order[::-1]:
+            seconds, peak, out = measure([sys.executable, "-c", code, str(path)], env, capture=True)
+            results[name].append((seconds, peak))
+            outputs[name] = sorted(out.splitlines())
+    if outputs["json.load"] != outputs["iket"]:
+        raise SystemExit("the two summaries differ:\n" + "\n".join(outputs["json.load"][:5]))
+    base_s = statistics.median(s for s, _ in results["json.load"])
+    base_m = statistics.median(m for _, m in results["json.load"])
+    print(f"trace: {path} ({path.stat().st_size / 1e6:.0f} MB); summaries identical")
+    print("| load + summary | runs (s) | median (s) | ratio | peak RSS (MB) | ratio |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, values in results.items():
+        s = statistics.median(v for v, _ in values)
+        m = statistics.median(v for _, v in values)
+        runs = ", ".join(f"{v:.2f}" for v, _ in values)
+        print(f"| {name} | {runs} | {s:.2f} | {s / base_s:.2f}x | {m / 1e6:.0f} | {m / base_m:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
