@@ -9,7 +9,7 @@ from typing import IO
 from . import manifest as manifest_mod
 from . import summary as summary_mod
 from . import trace as trace_mod
-from .errors import ManifestError
+from .errors import ManifestError, UsageError
 from .outdir import MANIFEST_NAME
 
 
@@ -41,12 +41,135 @@ def find_traces(location: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def summarize(location: Path) -> list[dict]:
-    """Per process: its label, trace path and the per-kernel summary."""
-    return [
-        {"process": label, "trace": str(path), "kernels": summary_mod.summarize(trace_mod.load(path))}
-        for label, path in find_traces(location)
-    ]
+GROUPINGS = ("kernel", "launch", "cta", "warp", "sm")
+_LOCATION_KEY = {"cta": "ctaId", "warp": "warpId", "sm": "smId"}
+
+
+def summarize(location: Path, *, by: str = "kernel", top: int | None = None, **filters) -> list[dict]:
+    """Per process and group: its label, trace path and the per-kernel summary.
+
+    ``filters`` are those of :func:`iket_cli.trace.select`; ``by`` splits each trace into
+    groups (``kernel``: none; ``launch``; ``cta``, ``warp`` or ``sm``); ``top`` keeps the
+    ranges with the largest total time.
+    """
+    if by not in GROUPINGS:
+        raise UsageError(f"unknown --by {by!r}", hint=f"use one of {', '.join(GROUPINGS)}")
+    result = []
+    for label, path in find_traces(location):
+        chosen = trace_mod.select(trace_mod.load(path), **filters)
+        for group, part in _groups(chosen, by):
+            kernels = [k for k in summary_mod.summarize(part) if k.ranges or k.markers]
+            for kernel in kernels:
+                kernel.ranges = kernel.ranges[:top] if top else kernel.ranges
+            result.append({"process": label, "trace": str(path), "group": group, "kernels": kernels})
+    return result
+
+
+def _groups(trace: trace_mod.Trace, by: str) -> list[tuple[str, trace_mod.Trace]]:
+    if by == "kernel":
+        return [("", trace)]
+    if by == "launch":
+        return [
+            (f"launch {n}", trace_mod.Trace(trace.path, [launch], trace.strings, trace.locations))
+            for n, launch in enumerate(trace.launches)
+        ]
+    key = _LOCATION_KEY[by]
+    used = {i for launch in trace.launches for i in launch.ranges.loc if 0 <= i < len(trace.locations)}
+    values = sorted({_hashable(trace.locations[i][key]) for i in used})
+    return [(f"{by} {_text(value)}", trace_mod.select(trace, **{by: value})) for value in values]
+
+
+def _hashable(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _text(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def flat_rows(processes: list[dict]) -> list[dict]:
+    """One row per range and per mark, for CSV and markdown."""
+    rows = []
+    for process in processes:
+        for kernel in process["kernels"]:
+            base = {"process": process["process"], "group": process["group"], "kernel": kernel.kernel}
+            for row in kernel.ranges:
+                d = row.durations
+                rows.append(
+                    {
+                        **base,
+                        "kind": "range",
+                        "name": row.name,
+                        "count": d.count,
+                        "total_ns": d.total,
+                        "mean_ns": round(d.mean, 1),
+                        "min_ns": d.min,
+                        "p50_ns": d.p50,
+                        "p90_ns": d.p90,
+                        "p99_ns": d.p99,
+                        "max_ns": d.max,
+                        "share_of_warp_time": row.share_of_warp_time,
+                        "at_resolution_limit": d.at_resolution_limit,
+                    }
+                )
+            for marker in kernel.markers:
+                off = marker.offset_from_range
+                rows.append(
+                    {
+                        **base,
+                        "kind": "mark",
+                        "name": marker.name,
+                        "count": marker.count,
+                        "p50_ns": off.p50 if off else None,
+                        "p90_ns": off.p90 if off else None,
+                    }
+                )
+    return rows
+
+
+COLUMNS = (
+    "process",
+    "group",
+    "kernel",
+    "kind",
+    "name",
+    "count",
+    "total_ns",
+    "mean_ns",
+    "min_ns",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "max_ns",
+    "share_of_warp_time",
+    "at_resolution_limit",
+)
+
+
+def render_csv(processes: list[dict], out: IO[str]) -> None:
+    import csv
+
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(flat_rows(processes))
+
+
+def render_markdown(processes: list[dict], out: IO[str]) -> None:
+    """A table for a CI job page; mark rows give the offset from the enclosing range."""
+    out.write("| process | kernel | kind | name | count | total | p50 | p90 | p99 | max |\n")
+    out.write("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+    for row in flat_rows(processes):
+        cells = [
+            f"{row['process']}{' ' + row['group'] if row['group'] else ''}",
+            row["kernel"],
+            row["kind"],
+            row["name"],
+            f"{row['count']:,}",
+        ]
+        for key in ("total_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"):
+            value = row.get(key)
+            cells.append("" if value is None else duration(value))
+        out.write("| " + " | ".join(cells) + " |\n")
 
 
 def render_json(processes: list[dict], out: IO[str]) -> None:
@@ -74,8 +197,9 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
     for process in processes:
         for kernel in process["kernels"]:
             lifetime = kernel.warp_lifetimes
+            group = f" · {escape(process['group'])}" if process["group"] else ""
             title = (
-                f"pid {escape(process['process'])} · {escape(kernel.kernel)} · "
+                f"pid {escape(process['process'])}{group} · {escape(kernel.kernel)} · "
                 f"{kernel.launches} launch(es) · grid {kernel.grid} · block {kernel.block} · "
                 f"warp lifetime p50 {duration(lifetime.p50 if lifetime else None)}"
             )

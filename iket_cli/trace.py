@@ -170,3 +170,66 @@ def _from_json(path: Path) -> Trace:
             f"trace {path} is not an IKET trace ({error.__class__.__name__}: {error})",
             hint="give a *.trace.json that run-iket or iket wrote",
         ) from None
+
+
+def select(
+    trace: Trace,
+    *,
+    kernel: str | None = None,
+    range_name: str | None = None,
+    launch: int | None = None,
+    cta: tuple[int, int, int] | None = None,
+    warp: int | None = None,
+    sm: int | None = None,
+) -> Trace:
+    """A trace holding only what matches every given filter.
+
+    ``kernel`` is a glob (or substring) on the kernel name, ``launch`` the launch's index in
+    the file (0-based), ``range_name`` keeps only ranges of that name (marks stay, so
+    their offsets can still find their range), ``cta``/``warp``/``sm`` keep records
+    located there.
+    """
+    import fnmatch
+
+    def wanted_loc(index: int) -> bool:
+        if index < 0 or index >= len(trace.locations):
+            return cta is None and warp is None and sm is None
+        where = trace.locations[index]
+        return (
+            (cta is None or tuple(where["ctaId"]) == cta)
+            and (warp is None or where["warpId"] == warp)
+            and (sm is None or where["smId"] == sm)
+        )
+
+    name_index = None
+    if range_name is not None:
+        name_index = trace.strings.index(range_name) if range_name in trace.strings else -2
+    launches = []
+    for number, item in enumerate(trace.launches):
+        if launch is not None and number != launch:
+            continue
+        if kernel is not None and not (fnmatch.fnmatchcase(item.kernel, kernel) or kernel in item.kernel):
+            continue
+        every = set(item.warps.loc) | set(item.ranges.loc) | set(item.markers.loc)
+        locs = {index for index in every if wanted_loc(index)}
+        chosen = Launch(item.kernel, item.grid, item.block, item.grid_id)
+        chosen.ranges = _keep(item.ranges, locs, name_index)
+        chosen.markers = _keep(item.markers, locs)
+        chosen.warps = _keep(item.warps, locs)
+        launches.append(chosen)
+    return Trace(trace.path, launches, trace.strings, trace.locations)
+
+
+def _keep(columns: Columns, locs: set[int], name: int | None = None) -> Columns:
+    """The rows located in ``locs`` (and, if given, of that name index)."""
+    rows = [
+        i for i in range(len(columns)) if columns.loc[i] in locs and (name is None or columns.name[i] == name)
+    ]
+    if len(rows) == len(columns):
+        return columns
+    out = Columns()
+    for field_name in ("name", "loc", "start", "end"):
+        source = getattr(columns, field_name)
+        if len(source):
+            getattr(out, field_name).extend(source[i] for i in rows)
+    return out

@@ -95,3 +95,34 @@ def test_cli_show(tmp_path):
     (tmp_path / "cap").mkdir()
     none = run_iket("show", tmp_path / "cap", cwd=tmp_path)
     assert none.code == 2 and "holds no JSON trace" in none.stderr
+
+
+def test_filters_and_grouping():
+    from iket_cli import show
+
+    multi = FIXTURES / "multi"
+    (only,) = show.summarize(multi, kernel="scale*")
+    assert [k.kernel for k in only["kernels"]] == ["scale_loop_kernel"]
+    by_launch = show.summarize(multi, by="launch", kernel="scale")
+    assert [p["group"] for p in by_launch] == ["launch 0", "launch 1", "launch 2"]
+    assert all(p["kernels"][0].ranges[0].durations.count == 64 for p in by_launch)
+    (second,) = show.summarize(multi, launch=1)
+    assert second["kernels"][0].launches == 1
+    (cta,) = show.summarize(multi, cta=(1, 0, 0))
+    step = cta["kernels"][0].ranges[0]
+    assert step.durations.count == 3 * 16, "one CTA of four: 4 warps x 4 steps per launch"
+    by_warp = show.summarize(multi, by="warp", kernel="copy")
+    assert len(by_warp) == 8 and all(p["kernels"][0].ranges[0].durations.count == 2 for p in by_warp)
+    (none,) = show.summarize(multi, range_name="nope")
+    assert all(not k.ranges for k in none["kernels"])
+
+
+def test_show_formats(tmp_path):
+    csv_out = run_iket("show", FIXTURES / "affine", "--format", "csv", cwd=tmp_path)
+    lines = csv_out.stdout.splitlines()
+    assert lines[0].startswith("process,group,kernel,kind,name,count,total_ns")
+    assert lines[1].startswith("0x204,,profiled_affine_kernel,range,affine,1,224,224.0,224,224")
+    markdown = run_iket("show", FIXTURES / "affine", "--format", "markdown", cwd=tmp_path)
+    assert "| 0x204 | profiled_affine_kernel | mark | loaded | 1 |  | 64 ns |" in markdown.stdout
+    bad = run_iket("show", FIXTURES / "affine", "--cta", "1,0", cwd=tmp_path)
+    assert bad.code == 2 and "is not X,Y,Z" in bad.stderr

@@ -1,4 +1,4 @@
-"""``iket show``: what a capture says, in the terminal."""
+"""``iket show``: what a capture says, in the terminal (or as JSON, CSV, markdown)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,44 @@ from pathlib import Path
 import click
 
 
+def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tuple[int, int, int] | None:
+    if text is None:
+        return None
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise click.BadParameter(f"{text!r} is not X,Y,Z")
+    x, y, z = (int(p) for p in parts)
+    return (x, y, z)
+
+
 @click.command("show", short_help="Summarise a capture: per kernel, range and mark.")
 @click.argument("capture", type=click.Path(path_type=Path))
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json"]),
+    type=click.Choice(["table", "json", "csv", "markdown"]),
     default="table",
     show_default=True,
     help="Output on stdout.",
 )
-def command(capture: Path, fmt: str) -> int:
+@click.option("--kernel", metavar="PATTERN", help="Kernels whose name contains or glob-matches PATTERN.")
+@click.option("--range", "range_name", metavar="NAME", help="Only ranges of this name.")
+@click.option(
+    "--launch", type=click.IntRange(min=0), metavar="N", help="Only launch N (0-based, file order)."
+)
+@click.option("--cta", callback=_cta, metavar="X,Y,Z", help="Only records of this CTA.")
+@click.option("--warp", type=click.IntRange(min=0), metavar="N", help="Only records of warp N (in its CTA).")
+@click.option(
+    "--by",
+    type=click.Choice(["kernel", "launch", "cta", "warp", "sm"]),
+    default="kernel",
+    show_default=True,
+    help="Group the statistics.",
+)
+@click.option(
+    "--top", type=click.IntRange(min=1), metavar="N", help="Only the N ranges with most total time."
+)
+def command(capture: Path, fmt: str, by: str, top: int | None, **filters: object) -> int:
     """Summarise CAPTURE (a capture directory, its manifest.json or a *.trace.json).
 
     Per process and kernel: launches, grid and block; per range name: count, total, mean,
@@ -27,6 +54,12 @@ def command(capture: Path, fmt: str) -> int:
     """
     from .. import show
 
-    processes = show.summarize(capture)
-    (show.render_json if fmt == "json" else show.render_table)(processes, sys.stdout)
+    processes = show.summarize(capture, by=by, top=top, **filters)
+    renderer = {
+        "json": show.render_json,
+        "csv": show.render_csv,
+        "markdown": show.render_markdown,
+        "table": show.render_table,
+    }[fmt]
+    renderer(processes, sys.stdout)
     return 0
