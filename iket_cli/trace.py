@@ -32,6 +32,7 @@ _RANGE = re.compile(
 _MARKER = re.compile(rb'\{"color":\d+,"locIdx":(\d+),"markerNameIdx":(\d+),"timestamp":(\d+)\}')
 _WARP = re.compile(rb'\{"endTs":(\d+),"locIdx":(\d+),"startTs":(\d+)\}')
 _TABLES = b'],"locationTable":'
+SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -96,6 +97,7 @@ def load(path: Path) -> Trace:
 def _scan(path: Path, data) -> Trace:
     tables_at = data.rfind(_TABLES)
     tail = json.loads(b"{" + data[tables_at + 2 :])
+    _check_version(path, tail.get("meta"))
     heads = list(_LAUNCH.finditer(data, 0, tables_at))
     launches = []
     for number, head in enumerate(heads):
@@ -142,6 +144,7 @@ def _from_json(path: Path) -> Trace:
     """The slow, general path: any JSON layout of the same schema."""
     try:
         doc = json.loads(path.read_bytes())
+        _check_version(path, doc.get("meta"))
         launches = []
         for raw in doc["launches"]:
             launch = Launch(
@@ -170,6 +173,15 @@ def _from_json(path: Path) -> Trace:
             f"trace {path} is not an IKET trace ({error.__class__.__name__}: {error})",
             hint="give a *.trace.json that run-iket or iket wrote",
         ) from None
+
+
+def _check_version(path: Path, meta: object) -> None:
+    version = meta.get("version") if isinstance(meta, dict) else None
+    if version != SCHEMA_VERSION:
+        raise ManifestError(
+            f"trace {path} has schema version {version}; iket reads version {SCHEMA_VERSION}",
+            hint="upgrade iket-cli, or decode the raw capture again with this run-iket",
+        )
 
 
 def select(

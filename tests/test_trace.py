@@ -126,3 +126,16 @@ def test_show_formats(tmp_path):
     assert "| 0x204 | profiled_affine_kernel | mark | loaded | 1 |  | 64 ns |" in markdown.stdout
     bad = run_iket("show", FIXTURES / "affine", "--cta", "1,0", cwd=tmp_path)
     assert bad.code == 2 and "is not X,Y,Z" in bad.stderr
+
+
+def test_unknown_schema_version_is_refused(tmp_path):
+    doc = json.loads(TRACES["affine"].read_text())
+    doc["meta"]["version"] = 2
+    for name, text in (
+        ("compact", json.dumps(doc, separators=(",", ":"), sort_keys=True)),
+        ("pretty", json.dumps(doc, indent=1)),
+    ):
+        path = tmp_path / f"{name}.trace.json"
+        path.write_text(text)
+        with pytest.raises(ManifestError, match="schema version 2; iket reads version 1"):
+            trace.load(path)
