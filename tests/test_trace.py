@@ -139,3 +139,18 @@ def test_unknown_schema_version_is_refused(tmp_path):
         path.write_text(text)
         with pytest.raises(ManifestError, match="schema version 2; iket reads version 1"):
             trace.load(path)
+
+
+def test_timeline(tmp_path):
+    drawn = run_iket(
+        "show", FIXTURES / "multi", "--timeline", "--cta", "0,0,0", "--width", "60", cwd=tmp_path
+    )
+    assert drawn.code == 0, drawn
+    rows = [line for line in drawn.stdout.splitlines() if line.startswith("cta 0,0,0 w")]
+    assert len(rows) == 4, "block of 128 threads: 4 warps in the CTA"
+    assert all("s" in row and "│" in row for row in rows), "step bars and stepped ticks"
+    assert "ranges: step" in drawn.stdout and "384 ns" in drawn.stdout
+    many = run_iket("show", FIXTURES / "multi", "--timeline", "--launch", "3", cwd=tmp_path)
+    assert many.code == 0 and many.stdout.count("copy_kernel_kernel") == 1
+    out_of_range = run_iket("show", FIXTURES / "multi", "--timeline", "--launch", "9", cwd=tmp_path)
+    assert out_of_range.code == 2 and "no launch matches the filters" in out_of_range.stderr

@@ -45,7 +45,21 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
 @click.option(
     "--top", type=click.IntRange(min=1), metavar="N", help="Only the N ranges with most total time."
 )
-def command(capture: Path, fmt: str, by: str, top: int | None, **filters: object) -> int:
+@click.option(
+    "--timeline",
+    is_flag=True,
+    help="Draw one launch (--launch, default 0; --cta for one CTA): a row per warp.",
+)
+@click.option(
+    "--width",
+    type=click.IntRange(min=20),
+    default=100,
+    show_default=True,
+    help="Timeline width in characters.",
+)
+def command(
+    capture: Path, fmt: str, by: str, top: int | None, timeline: bool, width: int, **filters: object
+) -> int:
     """Summarise CAPTURE (a capture directory, its manifest.json or a *.trace.json).
 
     Per process and kernel: launches, grid and block; per range name: count, total, mean,
@@ -54,6 +68,15 @@ def command(capture: Path, fmt: str, by: str, top: int | None, **filters: object
     """
     from .. import show
 
+    if timeline:
+        from .. import timeline as timeline_mod
+        from .. import trace as trace_mod
+
+        for label, path in show.find_traces(capture):
+            chosen = trace_mod.select(trace_mod.load(path), **filters)
+            sys.stdout.write(f"pid {label}\n")
+            timeline_mod.render(chosen, sys.stdout, launch=0, width=width)  # the first that matches
+        return 0
     processes = show.summarize(capture, by=by, top=top, **filters)
     renderer = {
         "json": show.render_json,
