@@ -86,3 +86,61 @@ def alive(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def write_trace(path: Path, strings: list[str], launches: list[dict], locations: int = 1) -> None:
+    """A trace in the decoder's compact layout (sorted keys, no spaces).
+
+    Each launch spec has ``kernel`` and lists ``ranges`` (name index, loc, start, end),
+    ``markers`` (name index, loc, timestamp) and ``warps`` (loc, start, end).
+    """
+    import json
+
+    docs = []
+    for number, spec in enumerate(launches):
+        docs.append(
+            {
+                "blockDimX": 32 * locations,
+                "blockDimY": 1,
+                "blockDimZ": 1,
+                "contextId": 1,
+                "enabledCluster": {"x": 1, "y": 1, "z": 1},
+                "gridDimX": 1,
+                "gridDimY": 1,
+                "gridDimZ": 1,
+                "gridId": number + 1,
+                "kernelName": spec["kernel"],
+                "singleClusterActive": 0,
+                "markers": [
+                    {"color": 0, "locIdx": loc, "markerNameIdx": name, "timestamp": ts}
+                    for name, loc, ts in spec.get("markers", [])
+                ],
+                "ranges": [
+                    {
+                        "endTs": end,
+                        "internalEvents": [],
+                        "rangeColor": 0,
+                        "rangeId": 1,
+                        "rangeNameIdx": name,
+                        "rangeScope": 0,
+                        "rangeType": 2,
+                        "startTs": start,
+                        "warpLocIdxs": [loc, loc],
+                    }
+                    for name, loc, start, end in spec.get("ranges", [])
+                ],
+                "warpLifetimes": [
+                    {"endTs": end, "locIdx": loc, "startTs": start}
+                    for loc, start, end in spec.get("warps", [])
+                ],
+            }
+        )
+    table = [{"ctaId": [0, 0, 0], "gpcId": 0, "smId": 0, "tpcId": 0, "warpId": w} for w in range(locations)]
+    doc = {
+        "graphLaunches": {},
+        "launches": docs,
+        "locationTable": table,
+        "meta": {"version": 1},
+        "stringTable": strings,
+    }
+    path.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")))

@@ -10,53 +10,17 @@ import pytest
 from iket_cli import diff
 from iket_cli.errors import UsageError
 
-from conftest import FIXTURES, run_iket
+from conftest import FIXTURES, run_iket, write_trace
 
 
 def synthetic(path, durations: dict[str, list[int]], kernel: str = "k") -> None:
-    """A trace in the decoder's compact layout: one launch, one warp per instance."""
-    strings = list(durations)
+    """One launch, one warp, the instances of each range one after another."""
     ranges, t = [], 1_000_000
-    for idx, name in enumerate(strings):
-        for d in durations[name]:
-            ranges.append(
-                {
-                    "endTs": t + d,
-                    "internalEvents": [],
-                    "rangeColor": 0,
-                    "rangeId": 1,
-                    "rangeNameIdx": idx,
-                    "rangeScope": 0,
-                    "rangeType": 2,
-                    "startTs": t,
-                    "warpLocIdxs": [0, 0],
-                }
-            )
+    for idx, values in enumerate(durations.values()):
+        for d in values:
+            ranges.append((idx, 0, t, t + d))
             t += d + 100
-    launch = {
-        "blockDimX": 32,
-        "blockDimY": 1,
-        "blockDimZ": 1,
-        "contextId": 1,
-        "enabledCluster": {"x": 1, "y": 1, "z": 1},
-        "gridDimX": 1,
-        "gridDimY": 1,
-        "gridDimZ": 1,
-        "gridId": 1,
-        "kernelName": kernel,
-        "markers": [],
-        "ranges": ranges,
-        "singleClusterActive": 0,
-        "warpLifetimes": [{"endTs": t, "locIdx": 0, "startTs": 0}],
-    }
-    doc = {
-        "graphLaunches": {},
-        "launches": [launch],
-        "meta": {"version": 1},
-        "stringTable": strings,
-        "locationTable": [{"ctaId": [0, 0, 0], "gpcId": 0, "smId": 0, "tpcId": 0, "warpId": 0}],
-    }
-    path.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")))
+    write_trace(path, list(durations), [{"kernel": kernel, "ranges": ranges, "warps": [(0, 0, t)]}])
 
 
 def test_a_capture_against_itself_is_unchanged(tmp_path):
