@@ -7,7 +7,8 @@ Side by side in one run, ``--runs`` times each, interleaved, each in a fresh pro
 * ``iket``: ``iket_cli.trace.load`` plus ``iket_cli.summary.summarize``.
 
 The trace defaults to keep256 (decoded from ``tests/fixtures/keep256_raw.tar.xz`` on the
-first run into ``--cache``). Prints wall time and peak RSS medians and their ratios.
+first run into ``--cache``). Prints wall time and peak RSS medians and their ratios, then
+the time of ``iket diff`` of the trace against itself.
 """
 
 from __future__ import annotations
@@ -114,6 +115,15 @@ def main() -> int:
         m = statistics.median(v for _, v in values)
         runs = ", ".join(f"{v:.2f}" for v, _ in values)
         print(f"| {name} | {runs} | {s:.2f} | {s / base_s:.2f}x | {m / 1e6:.0f} | {m / base_m:.2f}x |")
+    diffs = [
+        measure([sys.executable, "-m", "iket_cli", "diff", str(path), str(path), "--format", "json"], env)[:2]
+        for _ in range(args.runs)
+    ]
+    print(
+        f"\niket diff of the trace against itself: median {statistics.median(s for s, _ in diffs):.2f} s, "
+        f"peak RSS {statistics.median(m for _, m in diffs) / 1e6:.0f} MB "
+        f"(runs {', '.join(f'{s:.2f}' for s, _ in diffs)})"
+    )
     return 0
 
 
