@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import manifest as manifest_mod
-from . import outdir, postprocess, runner, sysinfo, targets, toolchain
+from . import outdir, patterns, postprocess, runner, sysinfo, targets, toolchain
 from ._shim import STREAM_ENV
 from .errors import (
     CaptureError,
@@ -256,7 +256,9 @@ class Session:
             raise UsageError(f"--python {self.python} is not an executable", hint="give a path")
         self.target = targets.resolve(self.target, cwd=self.cwd, python=self.python, env=self.env)
         self.tool = toolchain.find(opts.run_iket, self.env)
-        requested = Path(self.requested_dir or f"iket-{self.target.stem}")
+        requested = Path(
+            patterns.expand(os.fspath(self.requested_dir or f"iket-{self.target.stem}"), env=self.env)
+        )
         self.output_dir = outdir.check(requested, cwd=self.cwd, clobber=opts.clobber)
 
     def run_iket_argv(self, capture_dir: Path) -> list[str]:
