@@ -20,8 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import labels, outdir, patterns, postprocess, runner, sysinfo, targets, toolchain
 from . import manifest as manifest_mod
-from . import outdir, patterns, postprocess, runner, sysinfo, targets, toolchain
 from ._shim import STREAM_ENV
 from .errors import (
     CaptureError,
@@ -307,7 +307,10 @@ class Session:
             self.log = log
             stream = self.staging.root / "workload.fifo"
             os.mkfifo(stream)
-            env = {**self.tool.child_env(self.env), STREAM_ENV: str(stream)}
+            env = labels.hook_env(
+                {**self.tool.child_env(self.env), STREAM_ENV: str(stream)},
+                self.staging.root / labels.PROCS_NAME,
+            )
             try:
                 result = runner.run_streaming(
                     argv,
@@ -442,6 +445,7 @@ class Session:
     def _manifest(
         self, status: str, processes: list, gpus: list, error: IketError | None = None
     ) -> dict[str, Any]:
+        labels.attach(processes, self.staging.root / labels.PROCS_NAME)
         finished = datetime.now(timezone.utc)
         stats = self.staging.capture_dir / STATS_NAME
         return {

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import IO
 
+from . import labels
 from . import manifest as manifest_mod
 from . import summary as summary_mod
 from . import trace as trace_mod
@@ -22,7 +23,7 @@ def find_traces(location: Path) -> list[tuple[str, Path]]:
     if (folder / MANIFEST_NAME).is_file():
         record = manifest_mod.read(folder)
         found = [
-            (p["pid_hex"], folder / p["artifacts"]["trace_json"]["path"])
+            (labels.describe(p).removeprefix("pid "), folder / p["artifacts"]["trace_json"]["path"])
             for p in record["processes"]
             if "trace_json" in p["artifacts"]
         ]

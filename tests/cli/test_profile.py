@@ -508,3 +508,36 @@ def test_env_cwd_and_python_reach_both_passes(work, double, tmp_path):
     assert lines == [f"{inner}|a=b|yes"] * 2
     record = manifest.read(work / "cap")
     assert record["cwd"] == str(inner) and record["argv"][0] == str(wrapper)
+
+
+def test_processes_are_labelled_by_rank(work, double, tmp_path):
+    """Two 'ranks' launched like torchrun would: the hook labels each captured process."""
+    launched = tmp_path / "launched"
+    launched.mkdir()
+    (work / "ranks.py").write_text(
+        "import os, subprocess, sys\n"
+        "CHILD = \"import os; open(os.path.join(os.environ['LAUNCHED'], str(os.getpid())), 'w').close()\"\n"
+        "def rank_env(r):\n"
+        "    return {**os.environ, 'RANK': str(r), 'LOCAL_RANK': str(r), 'WORLD_SIZE': '2',\n"
+        "            'CUDA_VISIBLE_DEVICES': str(r)}\n"
+        "def workload():\n"
+        "    procs = [subprocess.Popen([sys.executable, '-c', CHILD], env=rank_env(r)) for r in (1, 0)]\n"
+        "    for p in procs:\n"
+        "        p.wait()\n"
+    )
+    env = {**replay("spawn"), "IKET_DOUBLE_LAUNCHED": str(launched), "LAUNCHED": str(launched)}
+    result = run_iket("profile", "--run-iket", double, "-o", "cap", "ranks.py:workload", cwd=work, env=env)
+    assert result.code == 0, result
+    processes = manifest.read(work / "cap")["processes"]
+    assert len(processes) == 2
+    by_rank = {p["labels"]["rank"]: p for p in processes}
+    assert set(by_rank) == {0, 1}
+    for rank, process in by_rank.items():
+        label = process["labels"]
+        assert (label["local_rank"], label["world_size"]) == (rank, 2)
+        assert label["cuda_visible_devices"] == str(rank)
+        assert label["hostname"] and label["argv"][1] == "-c"
+    shown = run_iket("show", work / "cap", "--format", "csv", cwd=work)
+    assert {line.split(",")[0] for line in shown.stdout.splitlines()[1:]} == {
+        f"rank {r} (pid {p['pid_hex']})" for r, p in by_rank.items()
+    }

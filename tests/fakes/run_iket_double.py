@@ -9,6 +9,9 @@ recorded H200 capture: ``$IKET_DOUBLE_CAPTURE/tracker/pid_*`` after the tracker 
 behaves as run-iket does on a machine without a GPU.
 
 ``$IKET_DOUBLE_SLEEP`` (seconds) delays each pass, for timeout and interrupt tests.
+``$IKET_DOUBLE_LAUNCHED`` names a folder where workload processes that "launch a kernel"
+create a file named after their pid; the recorded per-process folders are then renamed
+after those pids (in pid order), as the injection library names them after the process.
 """
 
 import os
@@ -38,18 +41,31 @@ def _launch(self, tool, tool_config, env={}, job="", extra_env={}):  # noqa: B00
         time.sleep(delay)
     recorded = os.environ.get("IKET_DOUBLE_CAPTURE")
     if recorded and tool and result.returncode == 0:
-        for pid_dir in sorted((Path(recorded) / job).glob("pid_*")):
-            copy = self.get_output_dir(job) / pid_dir.name
+        launched = _launched_pids(tool)
+        for number, pid_dir in enumerate(sorted((Path(recorded) / job).glob("pid_*"))):
+            name = f"pid_{hex(launched[number])}" if number < len(launched) else pid_dir.name
+            copy = self.get_output_dir(job) / name
             shutil.copytree(pid_dir, copy)
-            _relocate(copy / "tracker.json", self.get_output_dir(job))
+            _relocate(copy / "tracker.json", copy)
     return result
 
 
-def _relocate(tracker_json: Path, job_dir: Path) -> None:
+def _launched_pids(tool: str) -> list[int]:
+    """Pids that marked themselves as kernel launchers in this pass; the folder is emptied."""
+    folder = os.environ.get("IKET_DOUBLE_LAUNCHED")
+    if not folder or not Path(folder).is_dir():
+        return []
+    pids = sorted(int(p.name) for p in Path(folder).iterdir() if p.name.isdigit())
+    for pid in pids:
+        (Path(folder) / str(pid)).unlink()
+    return pids
+
+
+def _relocate(tracker_json: Path, process_dir: Path) -> None:
     """Point the recorded tracker's absolute cubin paths at the copied files."""
     if tracker_json.is_file():
         text = tracker_json.read_text()
-        text = re.sub(r'"/[^"]*?/tracker/(pid_[^/"]+)/', lambda m: f'"{job_dir}/{m[1]}/', text)
+        text = re.sub(r'"/[^"]*?/tracker/pid_[^/"]+/', lambda m: f'"{process_dir}/', text)
         tracker_json.write_text(text)
 
 

@@ -1,0 +1,105 @@
+"""iket's start-up hook: one line per Python process of a capture, naming what it was.
+
+iket puts this folder first on the passes' ``PYTHONPATH``, so every Python process of
+the workload (torchrun's ranks, spawned workers) runs it at start-up, before any user
+code. It writes one JSON line — pid, parent pid, command line, hostname, the rank and
+device variables of torchrun, MPI and Slurm — to the file named by ``IKET_CLI_PROCS``,
+and at exit one more line with the CUDA device the process used, if it had already
+imported torch (nothing heavy is ever imported here). Then it hands over to the next
+``sitecustomize`` on the path, if the environment has one. It must never break the
+workload: every failure is swallowed.
+"""
+
+import os
+import sys
+
+_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "CUDA_VISIBLE_DEVICES",
+)
+
+
+def _write(record):
+    import json
+
+    line = (json.dumps(record) + "\n").encode()
+    fd = os.open(os.environ["IKET_CLI_PROCS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)  # one small O_APPEND write: lines of concurrent processes never mix
+    finally:
+        os.close(fd)
+
+
+def _start():
+    import socket
+
+    config = os.environ.get("IKET_INJECTION_CONFIG", "")
+    record = {
+        "event": "start",
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "argv": list(getattr(sys, "orig_argv", sys.argv)),
+        "hostname": socket.gethostname(),
+        "pass": "tracker" if "tracker" in config else ("capture" if config else None),
+        "env": {name: os.environ[name] for name in _VARS if name in os.environ},
+    }
+    _write(record)
+
+
+def _device():
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return
+    index = torch.cuda.current_device()
+    _write(
+        {
+            "event": "device",
+            "pid": os.getpid(),
+            "cuda_device": index,
+            "gpu": torch.cuda.get_device_name(index),
+        }
+    )
+
+
+def _chain():
+    """Run the sitecustomize this one shadows, if there is one."""
+    import importlib
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    saved_path, saved = list(sys.path), sys.modules.pop("sitecustomize", None)
+    try:
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+        importlib.import_module("sitecustomize")
+    except ImportError:
+        pass
+    finally:
+        sys.path[:] = saved_path
+        if saved is not None:
+            sys.modules["sitecustomize"] = saved
+
+
+def _safe(function):
+    try:  # noqa: SIM105  (contextlib would be one more import in every process)
+        function()
+    except Exception:
+        pass
+
+
+def _install():
+    _start()
+    import atexit
+
+    atexit.register(_safe, _device)
+
+
+if os.environ.get("IKET_CLI_PROCS"):
+    _safe(_install)
+_safe(_chain)

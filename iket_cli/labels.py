@@ -1,0 +1,87 @@
+"""Rank, host and device labels of captured processes, from iket's start-up hook.
+
+The hook (``iket_cli/_hook/sitecustomize.py``) writes one JSON line per Python process of
+the passes; here the capture pass's lines are matched to the captured processes by pid
+(run-iket names each process's output ``pid_<hex>`` after the capture-pass pid).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+HOOK_DIR = Path(__file__).with_name("_hook")
+PROCS_NAME = "processes.jsonl"
+_RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+_LOCAL_RANK_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+
+
+def hook_env(env: dict[str, str], procs_file: Path) -> dict[str, str]:
+    """``env`` with the start-up hook first on ``PYTHONPATH``, writing to ``procs_file``."""
+    current = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(HOOK_DIR)]
+    return {
+        **env,
+        "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), *current]),
+        "IKET_CLI_PROCS": str(procs_file),
+    }
+
+
+def read(procs_file: Path) -> dict[int, dict[str, Any]]:
+    """pid -> label, from the capture pass's records (the last start record of a pid wins:
+    the shim execs the workload in the same process)."""
+    found: dict[int, dict[str, Any]] = {}
+    try:
+        lines = procs_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        pid = record.get("pid")
+        if record.get("event") == "start" and record.get("pass") == "capture":
+            found[pid] = _label(record)
+        elif record.get("event") == "device" and pid in found:
+            found[pid].update(cuda_device=record.get("cuda_device"), gpu=record.get("gpu"))
+    return found
+
+
+def _label(record: dict[str, Any]) -> dict[str, Any]:
+    env = record.get("env", {})
+
+    def first(names: tuple[str, ...]) -> int | None:
+        for name in names:
+            if str(env.get(name, "")).isdigit():
+                return int(env[name])
+        return None
+
+    world = env.get("WORLD_SIZE")
+    return {
+        "ppid": record.get("ppid"),
+        "argv": record.get("argv"),
+        "hostname": record.get("hostname"),
+        "rank": first(_RANK_VARS),
+        "local_rank": first(_LOCAL_RANK_VARS),
+        "world_size": int(world) if str(world or "").isdigit() else None,
+        "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+        "cuda_device": None,
+        "gpu": None,
+        "env": env,
+    }
+
+
+def attach(processes: list[dict[str, Any]], procs_file: Path) -> None:
+    """Add ``labels`` to every manifest process entry the hook recorded."""
+    known = read(procs_file)
+    for process in processes:
+        if process["pid"] in known:
+            process["labels"] = known[process["pid"]]
+
+
+def describe(process: dict[str, Any]) -> str:
+    """``rank 1 (pid 0x2b5)`` where the rank is known, else ``pid 0x2b5``."""
+    rank = (process.get("labels") or {}).get("rank")
+    return f"rank {rank} (pid {process['pid_hex']})" if rank is not None else f"pid {process['pid_hex']}"
