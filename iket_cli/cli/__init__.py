@@ -50,6 +50,7 @@ def cli() -> None:
     iket postprocess DIR              decode a capture kept with --keep, on any machine
     iket show DIR                     summarise a capture per kernel, range and mark
     iket diff BASE NEW --fail-over 5%  compare two captures; exit 1 on a slowdown
+    iket merge OUT CAPTURE...         one capture from several (one per node)
 
     Exit codes: 0 ok, 1 the workload or capture failed, 2 usage or refused output
     directory, 124 timeout, 130 interrupted.
@@ -57,12 +58,13 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from . import diff, postprocess, profile, show
+    from . import diff, merge, postprocess, profile, show
 
     cli.add_command(profile.command)
     cli.add_command(postprocess.command)
     cli.add_command(show.command)
     cli.add_command(diff.command)
+    cli.add_command(merge.command)
 
 
 _register()

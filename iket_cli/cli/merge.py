@@ -1,0 +1,29 @@
+"""``iket merge``: one capture made of several."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("merge", short_help="Build one capture from several (one per node or job).")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--copy", is_flag=True, help="Copy the artifacts (default: hard links where possible).")
+@click.option("--clobber", is_flag=True, help="Replace a previous capture in OUT.")
+@click.option("--json", "as_json", is_flag=True, help="Print the merged manifest on stdout.")
+def command(out: Path, captures: tuple[Path, ...], copy: bool, clobber: bool, as_json: bool) -> int:
+    """Merge CAPTURES into OUT; each keeps its artifacts in OUT/<its folder name>/."""
+    from ..merge import merge
+
+    record = merge(out, list(captures), copy=copy, clobber=clobber)
+    if as_json:
+        sys.stdout.write(json.dumps(record, indent=2) + "\n")
+    else:
+        sys.stderr.write(
+            f"iket: merged {len(record['processes'])} process(es) from {len(captures)} captures into {out}\n"
+        )
+    return 0
