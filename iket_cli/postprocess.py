@@ -142,7 +142,10 @@ def run(tasks: list[Task], *, jobs: int | None = None, progress: Progress | None
     def one(task: Task) -> Outcome:
         with lock:
             progress.started(task)
-        if task.raw_bytes <= INLINE_BYTES and _can_decode_inline():
+        missing = _missing_input(task)  # the decoder aborts its process on a truncated file
+        if missing:
+            outcome = Outcome(task, 0.0, error=missing)
+        elif task.raw_bytes <= INLINE_BYTES and _can_decode_inline():
             outcome = decode_inline(task)
         else:
             outcome = _decode_in_child(task)
@@ -217,11 +220,8 @@ def _decoder_class():
 
 
 def decode_inline(task: Task) -> Outcome:
-    """Decode one task in this process."""
+    """Decode one task in this process (its inputs already checked by :func:`_missing_input`)."""
     start = time.monotonic()
-    missing = _missing_input(task)
-    if missing:
-        return Outcome(task, 0.0, error=missing)
     try:
         written = _export(task)
     except Exception as error:  # the C++ decoder raises RuntimeError/ValueError variants
@@ -260,9 +260,6 @@ def _missing_input(task: Task) -> str | None:
 
 def _decode_in_child(task: Task) -> Outcome:
     start = time.monotonic()
-    missing = _missing_input(task)
-    if missing:
-        return Outcome(task, 0.0, error=missing)
     spec = json.dumps(
         {
             "pid_hex": task.pid_hex,
