@@ -114,6 +114,11 @@ class Options:
             raise UsageError(f"--enabled-cluster-config {config} does not exist")
         if self.warp_trace and (self.enabled_cluster or config):
             raise UsageError("--enabled-cluster/--enabled-cluster-config cannot go with --warp-trace")
+        if self.postprocess == "none" and not self.keep:
+            raise UsageError(
+                "--postprocess none without --keep would keep nothing of the capture",
+                hint="add --keep (then decode later with iket postprocess DIR), or choose a format",
+            )
 
 
 @dataclass(frozen=True)

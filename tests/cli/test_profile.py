@@ -257,6 +257,7 @@ def test_non_utf8_output_does_not_break(tmp_path, real_run_iket):
         (["--postprocess", "pdf", "w.py"], "Invalid value for '--postprocess'"),
         (["--enabled-cluster", "1,2", "w.py"], "is not X,Y,Z"),
         (["--warp-trace", "--enabled-cluster", "0,0,0", "w.py"], "cannot go with --warp-trace"),
+        (["--postprocess", "none", "w.py"], "would keep nothing of the capture"),
         (["--run-iket", "/nonexistent/run-iket", "w.py"], "is not an executable file"),
         (["--env", "NOEQUALS", "w.py"], "is not KEY=VALUE"),
     ],
