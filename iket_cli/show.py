@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import IO
 
 from . import labels
+from . import lint as lint_mod
 from . import manifest as manifest_mod
 from . import summary as summary_mod
 from . import trace as trace_mod
@@ -57,12 +58,23 @@ def summarize(location: Path, *, by: str = "kernel", top: int | None = None, **f
         raise UsageError(f"unknown --by {by!r}", hint=f"use one of {', '.join(GROUPINGS)}")
     result = []
     for label, path in find_traces(location):
-        chosen = trace_mod.select(trace_mod.load(path), **filters)
+        loaded = trace_mod.load(path)
+        findings = lint_mod.lint(loaded)
+        chosen = trace_mod.select(loaded, **filters)
         for group, part in _groups(chosen, by):
             kernels = [k for k in summary_mod.summarize(part) if k.ranges or k.markers]
             for kernel in kernels:
                 kernel.ranges = kernel.ranges[:top] if top else kernel.ranges
-            result.append({"process": label, "trace": str(path), "group": group, "kernels": kernels})
+            result.append(
+                {
+                    "process": label,
+                    "trace": str(path),
+                    "group": group,
+                    "kernels": kernels,
+                    "findings": findings,
+                }
+            )
+            findings = []  # reported once per trace, with its first group
     return result
 
 
@@ -174,7 +186,10 @@ def render_markdown(processes: list[dict], out: IO[str]) -> None:
 
 
 def render_json(processes: list[dict], out: IO[str]) -> None:
-    data = [{**p, "kernels": summary_mod.to_dict(p["kernels"])} for p in processes]
+    data = [
+        {**p, "kernels": summary_mod.to_dict(p["kernels"]), "findings": [f.to_dict() for f in p["findings"]]}
+        for p in processes
+    ]
     out.write(json.dumps({"processes": data}, indent=2) + "\n")
 
 

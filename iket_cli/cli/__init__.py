@@ -51,6 +51,7 @@ def cli() -> None:
     iket show DIR                     summarise a capture per kernel, range and mark
     iket diff BASE NEW --fail-over 5%  compare two captures; exit 1 on a slowdown
     iket merge OUT CAPTURE...         one capture from several (one per node)
+    iket lint DIR                     instrumentation problems (cached kernels, names, resolution)
 
     Exit codes: 0 ok, 1 the workload or capture failed, 2 usage or refused output
     directory, 124 timeout, 130 interrupted.
@@ -58,13 +59,14 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from . import diff, merge, postprocess, profile, show
+    from . import diff, lint, merge, postprocess, profile, show
 
     cli.add_command(profile.command)
     cli.add_command(postprocess.command)
     cli.add_command(show.command)
     cli.add_command(diff.command)
     cli.add_command(merge.command)
+    cli.add_command(lint.command)
 
 
 _register()

@@ -85,4 +85,9 @@ def command(
         "table": show.render_table,
     }[fmt]
     renderer(processes, sys.stdout)
+    from ..lint import render_text
+
+    for process in processes:  # warnings go to stderr: stdout stays the report
+        for line in render_text(process["findings"]):
+            sys.stderr.write(f"{process['process']}: {line}\n")
     return 0

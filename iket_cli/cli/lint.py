@@ -1,0 +1,38 @@
+"""``iket lint``: instrumentation problems found in a capture's traces."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import CaptureError
+
+
+@click.command("lint", short_help="Find instrumentation problems in a capture.")
+@click.argument("capture", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--strict", is_flag=True, help="Exit 1 when there is any finding.")
+def command(capture: Path, fmt: str, strict: bool) -> int:
+    """Check CAPTURE (a capture directory, its manifest.json or a *.trace.json) for launches
+    without events, too many or too long event names, and ranges at the timer's resolution."""
+    from .. import lint, show
+    from .. import trace as trace_mod
+
+    report = []
+    for label, path in show.find_traces(capture):
+        findings = lint.lint(trace_mod.load(path))
+        report.append({"process": label, "trace": str(path), "findings": [f.to_dict() for f in findings]})
+        if fmt == "text":
+            for line in lint.render_text(findings):
+                sys.stdout.write(f"{label}: {line}\n")
+    if fmt == "json":
+        sys.stdout.write(json.dumps({"processes": report}, indent=2) + "\n")
+    total = sum(len(p["findings"]) for p in report)
+    if fmt == "text" and not total:
+        sys.stdout.write("iket: no instrumentation problem found\n")
+    if strict and total:
+        raise CaptureError(f"{total} instrumentation finding(s)", phase="lint")
+    return 0
