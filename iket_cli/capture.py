@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import labels, outdir, patterns, postprocess, runner, sysinfo, targets, toolchain
+from . import drift, labels, outdir, patterns, postprocess, runner, sysinfo, targets, toolchain
 from . import manifest as manifest_mod
 from ._shim import STREAM_ENV
 from .errors import (
@@ -65,6 +65,9 @@ class Reporter:
     def output(self, line: str, *, tool: bool) -> None:
         """A line of output; ``tool`` is True for run-iket's own ``[run-iket]`` lines."""
 
+    def warn(self, message: str, hint: str) -> None:
+        """Something the user should know about a capture that still succeeded."""
+
 
 @dataclass
 class Options:
@@ -84,6 +87,7 @@ class Options:
     enabled_cluster_config: Path | None = None
     context_buffer_size: str | None = None
     log_level: str | None = None
+    strict: bool = False  # exit 1 (CaptureError) when the passes drifted
     command: list[str] | None = None  # the iket command line, recorded in the manifest
 
     def check(self) -> None:
@@ -425,15 +429,30 @@ class Session:
         if missing:
             error = CaptureError(missing, phase="postprocess")
             raise self._failed(error, "failed", gpus)
+        drifted = drift.check(capture)  # needs the intermediates: before they go
+        if drifted:
+            with open(capture / manifest_mod.LOG_NAME, "a", encoding="utf-8") as log:
+                log.writelines(f"[iket] pass drift: {problem}\n" for problem in drifted)
         if not self.opts.keep:
             for name in INTERMEDIATES:
                 shutil.rmtree(capture / name, ignore_errors=True)
             for process in processes:
                 process["raw"] = None
-        record = self._manifest("ok", processes, gpus)
+        record = self._manifest("suspect" if drifted else "ok", processes, gpus)
+        record["drift"] = drifted
         manifest_mod.write(capture, record)
         published = self.staging.publish()
-        return Capture(published, record)
+        result = Capture(published, record)
+        if drifted:
+            self.reporter.warn(f"the passes differ, the capture is suspect: {drifted[0]}", drift.HINT)
+            if self.opts.strict:
+                raise CaptureError(
+                    f"the tracker and capture passes differ ({len(drifted)} difference(s)): {drifted[0]}",
+                    phase="capture",
+                    hint=f"{drift.HINT}; the capture is in {published}, marked suspect",
+                    details=drifted[1:],
+                )
+        return result
 
     def _missing_artifacts(self, processes: list[dict[str, Any]]) -> str | None:
         kinds = manifest_mod.artifacts_for(manifest_mod.formats_for(self.opts.postprocess))

@@ -86,6 +86,13 @@ class ConsoleReporter(Reporter):
         stream.write(line + "\n")
         stream.flush()
 
+    def warn(self, message: str, hint: str) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        _say(f"iket: warning: {message}")
+        _say(f"iket: hint: {hint}")
+
     # -- the end -----------------------------------------------------------------------
     def summary(self, capture: Capture) -> None:
         """A short table of artifacts per process and what to open."""

@@ -19,7 +19,7 @@ from .errors import ManifestError
 from .outdir import LOG_NAME, MANIFEST_NAME
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed", "timeout", "interrupted")
+STATUSES = ("ok", "suspect", "failed", "timeout", "interrupted")
 FORMATS = ("perfetto", "json", "html")
 
 #: Artifact kind -> file name suffix after ``iket_pid_<hex>``, as run-iket names them.

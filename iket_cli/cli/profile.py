@@ -155,6 +155,7 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     help="Device buffer per context, e.g. 512M (default: from the tracker pass).",
 )
 @click.option("--log-level", type=click.Choice(["error", "warn", "info"]), help="run-iket's log level.")
+@click.option("--strict", is_flag=True, help="Exit 1 when the tracker and capture passes differ.")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the workload's output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show run-iket's own lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest on stdout.")

@@ -542,3 +542,33 @@ def test_processes_are_labelled_by_rank(work, double, tmp_path):
     assert {line.split(",")[0] for line in shown.stdout.splitlines()[1:]} == {
         f"rank {r} (pid {p['pid_hex']})" for r, p in by_rank.items()
     }
+
+
+def test_pass_drift_marks_the_capture_suspect(work, double, tmp_path):
+    drifting = tmp_path / "drifting"
+    shutil.copytree(FIXTURES / "multi", drifting)
+    tracker = drifting / "tracker" / "pid_0x222" / "tracker.json"
+    data = json.loads(tracker.read_text())
+    extra = next(launch for launch in data["launches"] if launch["kernelName"] == "scale_loop_kernel")
+    data["launches"].append(extra)  # the tracker pass saw one more launch than the capture pass
+    tracker.write_text(json.dumps(data))
+    env = {"PASSES": str(work / "passes.jsonl"), "IKET_DOUBLE_CAPTURE": str(drifting)}
+    result = run_iket("profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work, env=env)
+    assert result.code == 0, result
+    assert "the passes differ, the capture is suspect" in result.stderr
+    record = manifest.read(work / "cap")
+    assert record["status"] == "suspect"
+    assert record["drift"] == ["scale_loop_kernel: 4 launch(es) in the tracker pass, 3 in the capture pass"]
+    strict = run_iket(
+        "profile", "--run-iket", double, "-o", "cap2", "--strict", "w.py:workload", cwd=work, env=env
+    )
+    assert strict.code == 1, strict
+    assert "tracker and capture passes differ" in strict.stderr
+    assert manifest.read(work / "cap2")["status"] == "suspect", "the capture is still published"
+
+
+def test_agreeing_passes_are_ok(work, double):
+    result = run_iket(
+        "profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work, "spawn")
+    )
+    assert result.code == 0 and manifest.read(work / "cap")["drift"] == []
