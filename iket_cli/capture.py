@@ -48,6 +48,9 @@ _NO_KERNEL = "recommended_max_ts_cnt_per_warp is not found in tracker"
 _TRACKER_FAILED = re.compile(r"Tracker failed with return code: (-?\d+)")
 _PASS_FAILED = re.compile(r"exits abnormally with return code: (-?\d+) => Tool: (\w+)")
 _CLUSTER = re.compile(r"^\d+,\d+,\d+$")
+_BUFFER_LINE = re.compile(r"context buffer size: .*\(([\d,]+) bytes\)")
+#: Bytes of JSON trace per byte of raw capture (keep256: 11.8 MB raw, 288 MB JSON).
+JSON_PER_RAW_BYTE = 25
 _BUFFER = re.compile(r"^\d+[kKmMgG]?$")
 
 INSTRUMENT_HINT = (
@@ -88,6 +91,7 @@ class Options:
     context_buffer_size: str | None = None
     log_level: str | None = None
     strict: bool = False  # exit 1 (CaptureError) when the passes drifted
+    max_buffer: int | None = None  # bytes: stop before the capture pass if the buffer is larger
     command: list[str] | None = None  # the iket command line, recorded in the manifest
 
     def check(self) -> None:
@@ -250,6 +254,8 @@ class Session:
         self.phase = "setup"
         self.run_iket_s: float | None = None
         self.postprocess_s: float | None = None
+        self.device_buffer: int | None = None
+        self.stop = threading.Event()
 
     # -- preparation: everything here runs before any process starts ------------------
     def prepare(self) -> None:
@@ -328,7 +334,11 @@ class Session:
                     on_line=self._on_line,
                     timeout=self.opts.timeout,
                     side_stream=stream,
+                    stop=self.stop,
                 )
+            except runner.Stopped as stopped:
+                log.close()
+                raise self._failed(self._over_budget(stopped.tail), "failed", gpus.result()) from None
             except (CaptureTimeout, CaptureInterrupted) as stop:
                 status = "timeout" if isinstance(stop, CaptureTimeout) else "interrupted"
                 log.write(f"# {stop.message}\n")
@@ -364,12 +374,28 @@ class Session:
     def _on_line(self, line: str) -> None:
         self.log.write(line + "\n")
         tool = line.startswith(("[run-iket]", "[iket]"))
+        announced = _BUFFER_LINE.search(line) if tool else None
+        if announced:
+            self.device_buffer = int(announced.group(1).replace(",", ""))
+            if self.opts.max_buffer is not None and self.device_buffer > self.opts.max_buffer:
+                self.stop.set()  # before the capture pass allocates it
         if tool:
             for marker, phase in PHASE_MARKERS:
                 if marker in line and phase != self.phase:
                     self.phase = phase
                     self.reporter.phase(phase)
         self.reporter.output(line, tool=tool)
+
+    def _over_budget(self, tail: list[str]) -> CaptureError:
+        size, limit = self.device_buffer or 0, self.opts.max_buffer or 0
+        return CaptureError(
+            f"run-iket would allocate a {_human(size)} trace buffer, over --max-buffer {_human(limit)}; "
+            "stopped before the capture pass",
+            phase="capture",
+            hint="capture fewer clusters (--enabled-cluster X,Y,Z or --enabled-cluster-config), "
+            "fewer timestamps per warp (--max-ts-cnt-per-warp), or fewer launches",
+            details=[line for line in tail if not _is_noise(line)][-5:],
+        )
 
     def _classify(self, result: runner.RunResult) -> CaptureError:
         """Turn run-iket's exit and last lines into one clear error."""
@@ -491,6 +517,13 @@ class Session:
             },
             "versions": sysinfo.versions(self.tool.version, gpus),
             "postprocess": manifest_mod.formats_for(self.opts.postprocess),
+            "trace_budget": {
+                "device_buffer_bytes": self.device_buffer,
+                "max_buffer_bytes": self.opts.max_buffer,
+                "estimated_json_bytes_max": None
+                if self.device_buffer is None
+                else self.device_buffer * JSON_PER_RAW_BYTE,
+            },
             "keep": self.opts.keep,
             "log": manifest_mod.LOG_NAME,
             "processes": processes,
@@ -516,6 +549,22 @@ def _error_record(error: IketError) -> dict[str, Any]:
         "phase": getattr(error, "phase", None),
         "exit_code": int(error.exit_code),
     }
+
+
+def _human(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def parse_size(text: str) -> int:
+    """``512M``, ``2G``, ``4096`` -> bytes (k, M, G are powers of 1024, as run-iket's)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)[iI]?[bB]?\s*", text)
+    if not match:
+        raise UsageError(f"{text!r} is not a size", hint="a number of bytes, optionally with k, M or G")
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
+    return int(match.group(1)) * scale
 
 
 def _is_noise(line: str) -> bool:

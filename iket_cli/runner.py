@@ -87,6 +87,7 @@ def run_streaming(
     on_line: Callable[[str], None],
     timeout: float | None = None,
     side_stream: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> RunResult:
     """Run ``argv`` with stdout+stderr merged, calling ``on_line`` for each decoded line.
 
@@ -94,7 +95,8 @@ def run_streaming(
     sends the workload's output there, because run-iket holds it back until a pass ends);
     its lines reach ``on_line`` as they come. Output that is not UTF-8 is decoded with
     replacement characters, never fatally. Raises :class:`CaptureTimeout` or
-    :class:`CaptureInterrupted` after the whole tree is gone.
+    :class:`CaptureInterrupted` after the whole tree is gone, and :class:`Stopped` once
+    ``stop`` was set (by ``on_line``, say) and the tree is gone.
     """
     start = time.monotonic()
     lock = threading.Lock()
@@ -104,7 +106,10 @@ def run_streaming(
         with lock:
             tail.append(line)
             on_line(line)
+            if stop is not None and stop.is_set() and proc is not None:
+                _signal_tree(proc, signal.SIGKILL)  # now, from this thread: not a poll later
 
+    proc: subprocess.Popen | None = None
     side = _SideStream(side_stream, emit) if side_stream else None
     try:
         proc = subprocess.Popen(
@@ -124,7 +129,13 @@ def run_streaming(
     reader.start()
     try:
         with sigterm_as_exception():
-            returncode = _wait(proc, timeout)
+            returncode = _wait(proc, timeout, stop)
+    except Stopped:
+        kill_tree(proc)
+        reader.join(GRACE_S)
+        if side:
+            side.close()
+        raise Stopped(list(tail)) from None
     except subprocess.TimeoutExpired:
         kill_tree(proc)
         reader.join(GRACE_S)
@@ -152,17 +163,30 @@ def run_streaming(
     return RunResult(returncode, time.monotonic() - start, list(tail))
 
 
-def _wait(proc: subprocess.Popen, timeout: float | None) -> int:
-    """Wait in short slices so that signals are handled promptly in the main thread."""
+class Stopped(Exception):
+    """The caller asked the run to stop (``stop`` was set); ``tail`` holds the last lines."""
+
+    def __init__(self, tail: list[str] | None = None) -> None:
+        super().__init__("stopped on request")
+        self.tail = tail or []
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None, stop: threading.Event | None = None) -> int:
+    """Wait in short slices so that signals and stop requests are handled promptly."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
+        if stop is not None and stop.is_set():
+            raise Stopped()
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise subprocess.TimeoutExpired(proc.args, timeout or 0)
         try:
-            return proc.wait(timeout=0.2 if remaining is None else min(0.2, remaining))
+            code = proc.wait(timeout=0.2 if remaining is None else min(0.2, remaining))
         except subprocess.TimeoutExpired:
             continue
+        if stop is not None and stop.is_set():
+            raise Stopped()  # it ended because we killed it
+        return code
 
 
 def _pump(proc: subprocess.Popen, emit: Callable[[str], None]) -> None:

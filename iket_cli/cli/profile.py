@@ -156,6 +156,11 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
 )
 @click.option("--log-level", type=click.Choice(["error", "warn", "info"]), help="run-iket's log level.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the tracker and capture passes differ.")
+@click.option(
+    "--max-buffer",
+    metavar="SIZE",
+    help="Stop before the capture pass if run-iket would allocate a larger trace buffer.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the workload's output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show run-iket's own lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest on stdout.")
@@ -177,6 +182,10 @@ def command(ctx: click.Context, **kw: object) -> int:
     kind, words = ctx.meta.get("iket.workload", ("positional", []))
     target = targets.parse(kind, words)
     as_json = bool(kw.pop("as_json"))
+    if kw.get("max_buffer") is not None:
+        from ..capture import parse_size
+
+        kw["max_buffer"] = parse_size(str(kw["max_buffer"]))
     quiet, verbose = bool(kw.pop("quiet")), bool(kw.pop("verbose"))
     output_dir = kw.pop("output_dir")
     reporter = ConsoleReporter(

@@ -572,3 +572,45 @@ def test_agreeing_passes_are_ok(work, double):
         "profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work, "spawn")
     )
     assert result.code == 0 and manifest.read(work / "cap")["drift"] == []
+
+
+def test_trace_budget_stops_before_the_capture_pass(work, double):
+    result = run_iket(
+        "profile",
+        "--run-iket",
+        double,
+        "-o",
+        "cap",
+        "--max-buffer",
+        "1k",
+        "w.py:workload",
+        cwd=work,
+        env=env_for(work, "multi"),
+    )
+    assert result.code == 1, result
+    assert "would allocate a 5.8 KiB trace buffer, over --max-buffer 1.0 KiB" in result.stderr
+    assert "--enabled-cluster" in result.stderr and "--max-ts-cnt-per-warp" in result.stderr
+    assert len(passes(work)) == 1, "only the tracker pass ran the workload"
+    record = manifest.read(work / "cap.failed")
+    assert record["trace_budget"]["device_buffer_bytes"] == 5888
+    within = run_iket(
+        "profile",
+        "--run-iket",
+        double,
+        "-o",
+        "cap",
+        "--max-buffer",
+        "1M",
+        "w.py:workload",
+        cwd=work,
+        env=env_for(work, "multi"),
+    )
+    assert within.code == 0, within
+    budget = manifest.read(work / "cap")["trace_budget"]
+    assert budget == {
+        "device_buffer_bytes": 5888,
+        "max_buffer_bytes": 1 << 20,
+        "estimated_json_bytes_max": 5888 * 25,
+    }
+    bad = run_iket("profile", "--run-iket", double, "--max-buffer", "lots", "w.py:workload", cwd=work)
+    assert bad.code == 2 and "is not a size" in bad.stderr
