@@ -47,6 +47,7 @@ def cli() -> None:
 
     \b
     iket profile script.py -o DIR     capture a script (or script.py:func, -m mod, -- CMD)
+    iket run [NAME]...                the captures of iket.toml / [tool.iket] (a CI job step)
     iket postprocess DIR              decode a capture kept with --keep, on any machine
     iket show DIR                     summarise a capture per kernel, range and mark
     iket diff BASE NEW --fail-over 5%  compare two captures; exit 1 on a slowdown
@@ -59,9 +60,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from . import diff, lint, merge, postprocess, profile, show
+    from . import diff, lint, merge, postprocess, profile, run, show
 
     cli.add_command(profile.command)
+    cli.add_command(run.command)
     cli.add_command(postprocess.command)
     cli.add_command(show.command)
     cli.add_command(diff.command)

@@ -1,0 +1,151 @@
+"""``iket run``: every capture of the project's configuration, as one CI job step."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+import click
+
+from ..capture import Reporter
+from ..errors import CaptureError
+
+
+class PrefixReporter(Reporter):
+    """Plain lines, each prefixed with the job's name, so concurrent jobs stay readable."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, name: str, quiet: bool) -> None:
+        self.name, self.quiet = name, quiet
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            with self._lock:
+                sys.stderr.write(f"[{self.name}] {text}\n")
+                sys.stderr.flush()
+
+    def phase(self, name: str) -> None:
+        self._say(f"iket: {name}")
+
+    def output(self, line: str, *, tool: bool) -> None:
+        if not tool:
+            self._say(line)
+
+    def warn(self, message: str, hint: str) -> None:
+        self._say(f"iket: warning: {message} ({hint})")
+
+
+def _workers(_ctx, _param, value: str) -> int | str:
+    if value == "auto":
+        return value
+    if not value.isdigit() or int(value) < 1:
+        raise click.BadParameter(f"{value!r} is not a positive number or auto")
+    return int(value)
+
+
+@click.command("run", short_help="Run the configured captures (a CI job step).")
+@click.argument("names", nargs=-1)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Config file (default: iket.toml, else [tool.iket] in pyproject.toml).",
+)
+@click.option("--output", type=click.Path(file_okay=False, path_type=Path), help="Output root.")
+@click.option("--postprocess", type=click.Choice(["perfetto", "json", "html", "all", "none"]))
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS")
+@click.option("--keep", is_flag=True, default=None, help="Keep run-iket's intermediates.")
+@click.option("--fail-fast", is_flag=True, help="Start no new job after one failed.")
+@click.option(
+    "-j",
+    "--jobs",
+    "workers",
+    default="1",
+    callback=_workers,
+    metavar="N|auto",
+    help="Jobs at a time, each on a GPU of its own (auto: one per visible GPU).",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(exists=True, path_type=Path),
+    help="A previous run's output root (or its run-manifest.json) to gate against.",
+)
+@click.option(
+    "--fail-over",
+    metavar="THRESHOLD",
+    default="5%",
+    show_default=True,
+    help="With --baseline: the slowdown that fails a job (5%, or 'mainloop=3%,*=10%').",
+)
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here.")
+@click.option(
+    "--summary",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Only errors.")
+def command(
+    names: tuple[str, ...],
+    config_path: Path | None,
+    output: Path | None,
+    postprocess: str | None,
+    timeout: float | None,
+    keep: bool | None,
+    fail_fast: bool,
+    workers,
+    baseline: Path | None,
+    fail_over: str,
+    junit: Path | None,
+    summary: Path | None,
+    quiet: bool,
+) -> int:
+    """Run all configured jobs (or NAMES), each into <output root>/<name>/.
+
+    Exit 0 when every job succeeded, 1 when any failed or regressed, 2 on a config error.
+    """
+    from .. import config as config_mod
+    from .. import diff as diff_mod
+    from .. import runjobs
+
+    cfg = config_mod.load(config_path)
+    jobs = cfg.select(list(names))
+    if baseline is not None:
+        diff_mod.parse_thresholds(fail_over)  # a bad threshold is a usage error before anything runs
+    overrides = {"output": output, "postprocess": postprocess, "timeout": timeout, "keep": keep}
+    results = runjobs.run(
+        cfg,
+        jobs,
+        overrides=overrides,
+        workers=workers,
+        fail_fast=fail_fast,
+        baseline=baseline,
+        fail_over=fail_over if baseline else None,
+        reporter_for=lambda name: PrefixReporter(name, quiet),
+    )
+    root = output or cfg.output
+    if junit:
+        junit.write_text(runjobs.junit(results))
+    text = runjobs.summary_markdown(results, root)
+    if summary:
+        summary.write_text(text)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
+            handle.write(text)
+    for r in results:
+        if not quiet or r.status in runjobs.FAILING:
+            sys.stderr.write(
+                f"iket: {r.name}: {r.status} in {r.duration_s:.1f} s{f' ({r.error})' if r.error else ''}\n"
+            )
+    failed = [r for r in results if r.status in runjobs.FAILING]
+    skipped = len(jobs) - len(results)
+    if failed or skipped:
+        raise CaptureError(
+            f"{len(failed)} of {len(jobs)} job(s) failed"
+            f"{f', {skipped} not started (--fail-fast)' if skipped else ''}; "
+            f"see {root / runjobs.RUN_MANIFEST}",
+            phase="run",
+        )
+    return 0
