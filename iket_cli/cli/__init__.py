@@ -53,6 +53,7 @@ def cli() -> None:
     iket diff BASE NEW --fail-over 5%  compare two captures; exit 1 on a slowdown
     iket merge OUT CAPTURE...         one capture from several (one per node)
     iket lint DIR                     instrumentation problems (cached kernels, names, resolution)
+    iket doctor                       can this machine capture? what is missing?
 
     Exit codes: 0 ok, 1 the workload or capture failed, 2 usage or refused output
     directory, 124 timeout, 130 interrupted.
@@ -60,7 +61,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from . import diff, lint, merge, postprocess, profile, run, show
+    from . import diff, doctor, lint, merge, postprocess, profile, run, show
 
     cli.add_command(profile.command)
     cli.add_command(run.command)
@@ -69,6 +70,7 @@ def _register() -> None:
     cli.add_command(diff.command)
     cli.add_command(merge.command)
     cli.add_command(lint.command)
+    cli.add_command(doctor.command)
 
 
 _register()
