@@ -109,10 +109,15 @@ def test_two_processes(work):
     proc = iket("profile", "spawner.py", "-o", "cap", cwd=work)
     keep("spawn", work / "cap")
     assert proc.returncode == 0
-    processes = json.loads((work / "cap" / "manifest.json").read_text())["processes"]
+    record = json.loads((work / "cap" / "manifest.json").read_text())
+    processes = record["processes"]
     assert len(processes) == 2
+    assert record["status"] == "ok" and record["drift"] == [], "the passes agree"
     for process in processes:
         assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
+        label = process["labels"]  # the start-up hook ran in both children
+        assert label["argv"][1:3] == ["-c", "import profile_affine as p; p.workload()"]
+        assert label["gpu"] and "H200" in label["gpu"], "torch used CUDA: device recorded at exit"
 
 
 def test_failure_after_success_keeps_the_capture(work):
@@ -150,3 +155,42 @@ def test_postprocess_matches_run_iket(work):
     for kind in ("trace_json", "perfetto", "html"):
         name = process["artifacts"][kind]["path"]
         assert (work / "ours" / name).read_bytes() == (work / "theirs" / name).read_bytes(), name
+
+
+def test_show_lint_and_timeline_on_a_real_capture(work):
+    assert iket("profile", "profile_affine.py:workload", "-o", "cap", cwd=work).returncode == 0
+    shown = iket("show", "cap", "--format", "json", cwd=work)
+    (process,) = json.loads(shown.stdout)["processes"]
+    (kernel,) = process["kernels"]
+    assert kernel["ranges"][0]["name"] == "affine" and kernel["markers"][0]["name"] == "loaded"
+    assert iket("lint", "cap", "--strict", cwd=work).returncode == 0
+    assert "affine" in iket("show", "cap", "--timeline", cwd=work).stdout
+
+
+def test_run_three_jobs_then_gate(work):
+    (work / "iket.toml").write_text(
+        'output = "runs"\n'
+        '[[jobs]]\nname = "affine"\ntarget = "profile_affine.py:workload"\n'
+        '[[jobs]]\nname = "multi"\ntarget = "multi_kernel.py"\n'
+        '[[jobs]]\nname = "spawn"\ntarget = "spawner.py"\n'
+    )
+    first = iket("run", "--jobs", "1", "--junit", "junit.xml", "--summary", "summary.md", cwd=work)
+    assert first.returncode == 0
+    jobs = json.loads((work / "runs" / "run-manifest.json").read_text())["jobs"]
+    assert [j["status"] for j in jobs] == ["ok", "ok", "ok"]
+    gated = iket(
+        "run", "--jobs", "1", "--output", "runs2", "--baseline", "runs", "--fail-over", "25%", cwd=work
+    )
+    assert gated.returncode == 0, "the same workloads again: no regression beyond noise"
+    out = os.environ.get("IKET_GPU_KEEP")
+    if out:
+        shutil.copy(work / "summary.md", Path(out) / "run-summary.md")
+        shutil.copy(work / "runs" / "run-manifest.json", Path(out) / "run-manifest.json")
+
+
+def test_doctor_lists_the_gpu(work):
+    proc = iket("doctor", cwd=work)
+    assert proc.returncode == 0 and "H200" in proc.stdout
+    out = os.environ.get("IKET_GPU_KEEP")
+    if out:
+        (Path(out) / "doctor.txt").write_text(proc.stdout)
