@@ -25,7 +25,7 @@ print('heavy modules in parent:', sorted(m for m in sys.modules if m.split('.')[
 echo "== GPU checks"
 IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_check.py -v -p no:cacheprovider -o addopts="" 2>&1 | tee "$out/gpu_check.log" | tail -25
 echo "== benchmark"
-python3 bench/bench_profile.py --runs "${BENCH_RUNS:-3}" --json "$out/bench_profile.json" 2>&1 | tee "$out/bench_profile.md"
+python3 bench/bench_profile.py --runs "${BENCH_RUNS:-3}" --variants iket,raw,iket.run --json "$out/bench_profile.json" 2>&1 | tee "$out/bench_profile.md"
 
 echo "== postprocess benchmark on this host's cores (issue 3)"
 python3 bench/bench_postprocess.py --raw tests/fixtures/keep256_raw.tar.xz --runs 1 --formats all,perfetto,html \
