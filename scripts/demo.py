@@ -44,7 +44,10 @@ def main() -> int:
     code = subprocess.call(cmd, env=env, cwd=work)
     if code == 0:
         manifest = json.loads((out / "manifest.json").read_text())
-        print(json.dumps({k: manifest[k] for k in ("status", "phases", "processes")}, indent=2))
+        print(json.dumps({k: manifest[k] for k in ("status", "phases")}, indent=2))
+        show = [sys.executable, "-m", "iket_cli", "show", str(out)]
+        print("$", " ".join(show), flush=True)
+        code = subprocess.call(show)
     print("\nOn a GPU machine: iket profile examples/profile_affine.py:workload -o iket-affine")
     return code
 
