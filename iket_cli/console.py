@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import IO, Any
 
@@ -203,3 +204,28 @@ class DecodeProgress:
             )
         elif not self.quiet or outcome.error:
             _say(f"iket: {label} {verdict}")
+
+
+class PrefixReporter(Reporter):
+    """Plain lines, each prefixed with the job's name, so concurrent jobs stay readable."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, name: str, quiet: bool) -> None:
+        self.name, self.quiet = name, quiet
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            with self._lock:
+                sys.stderr.write(f"[{self.name}] {text}\n")
+                sys.stderr.flush()
+
+    def phase(self, name: str) -> None:
+        self._say(f"iket: {name}")
+
+    def output(self, line: str, *, tool: bool) -> None:
+        if not tool:
+            self._say(line)
+
+    def warn(self, message: str, hint: str) -> None:
+        self._say(f"iket: warning: {message} ({hint})")

@@ -73,3 +73,20 @@ def test_import_is_cheap():
     code = "import iket_cli, sys; print(sorted(m for m in ('click', 'rich', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_help_imports_nothing_heavy():
+    """`iket --help` must start fast: no rich, no capture machinery, no decoder, no torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, io, contextlib\n"
+        "from iket_cli.cli import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    cli.main(['--help'], standalone_mode=False)\n"
+        "heavy = ('rich', 'iket_cli.capture', 'iket_cli.postprocess', 'iket', 'torch', 'tvm_tirx')\n"
+        "print(sorted(m for m in sys.modules if m in heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -4,38 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from pathlib import Path
 
 import click
 
-from ..capture import Reporter
 from ..errors import CaptureError
-
-
-class PrefixReporter(Reporter):
-    """Plain lines, each prefixed with the job's name, so concurrent jobs stay readable."""
-
-    _lock = threading.Lock()
-
-    def __init__(self, name: str, quiet: bool) -> None:
-        self.name, self.quiet = name, quiet
-
-    def _say(self, text: str) -> None:
-        if not self.quiet:
-            with self._lock:
-                sys.stderr.write(f"[{self.name}] {text}\n")
-                sys.stderr.flush()
-
-    def phase(self, name: str) -> None:
-        self._say(f"iket: {name}")
-
-    def output(self, line: str, *, tool: bool) -> None:
-        if not tool:
-            self._say(line)
-
-    def warn(self, message: str, hint: str) -> None:
-        self._say(f"iket: warning: {message} ({hint})")
 
 
 def _workers(_ctx, _param, value: str) -> int | str:
@@ -109,6 +82,7 @@ def command(
     from .. import config as config_mod
     from .. import diff as diff_mod
     from .. import runjobs
+    from ..console import PrefixReporter
 
     cfg = config_mod.load(config_path)
     jobs = cfg.select(list(names))
