@@ -41,6 +41,7 @@ class ConsoleReporter(Reporter):
         self._phase_started = time.monotonic()
         self._started = time.monotonic()
         self._phase = "starting"
+        self._closed: set = set()
 
     # -- live line --------------------------------------------------------------------
     def __enter__(self) -> ConsoleReporter:
@@ -84,8 +85,13 @@ class ConsoleReporter(Reporter):
             self._console.print(line, markup=False, highlight=False, style="dim" if tool else None)
             return
         stream = sys.stderr if tool else self.workload_out
-        stream.write(line + "\n")
-        stream.flush()
+        if stream in self._closed:
+            return
+        try:
+            stream.write(line + "\n")
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # `iket profile ... | head`: keep capturing, stop echoing
+            self._closed.add(stream)
 
     def warn(self, message: str, hint: str) -> None:
         if self._status is not None:

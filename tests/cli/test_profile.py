@@ -614,3 +614,19 @@ def test_trace_budget_stops_before_the_capture_pass(work, double):
     }
     bad = run_iket("profile", "--run-iket", double, "--max-buffer", "lots", "w.py:workload", cwd=work)
     assert bad.code == 2 and "is not a size" in bad.stderr
+
+
+def test_a_closed_stdout_does_not_stop_the_capture(work, double):
+    (work / "chatty.py").write_text("def workload():\n    for i in range(20000):\n        print('line', i)\n")
+    script = f"{sys.executable} -m iket_cli profile --run-iket {double} -o cap chatty.py:workload | head -1"
+    proc = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {script}"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **replay("affine")},
+        timeout=120,
+    )
+    assert proc.stdout == "line 0\n"
+    assert manifest.read(work / "cap")["status"] == "ok"
+    assert "Traceback" not in proc.stderr
