@@ -466,6 +466,10 @@ class Session:
                 process["raw"] = None
         record = self._manifest("suspect" if drifted else "ok", processes, gpus)
         record["drift"] = drifted
+        record["lint"] = _lint(capture, processes)
+        for finding in record["lint"]:
+            self.reporter.warn(f"pid {finding['process']}: [{finding['code']}] {finding['message']}",
+                               finding["hint"])
         manifest_mod.write(capture, record)
         published = self.staging.publish()
         result = Capture(published, record)
@@ -549,6 +553,27 @@ def _error_record(error: IketError) -> dict[str, Any]:
         "phase": getattr(error, "phase", None),
         "exit_code": int(error.exit_code),
     }
+
+
+#: Traces up to this size are linted right after the capture (larger ones: run iket lint).
+LINT_MAX_BYTES = 64 << 20
+
+
+def _lint(capture: Path, processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Instrumentation findings for each process whose JSON trace is small enough to read now."""
+    from . import lint
+    from . import trace as trace_mod
+
+    findings = []
+    for process in processes:
+        artifact = process["artifacts"].get("trace_json")
+        if artifact and artifact["bytes"] <= LINT_MAX_BYTES:
+            try:
+                loaded = trace_mod.load(capture / artifact["path"])
+            except IketError:
+                continue  # an unreadable trace is `iket show`'s to report
+            findings += [{"process": process["pid_hex"], **f.to_dict()} for f in lint.lint(loaded)]
+    return findings
 
 
 def _human(size: int) -> str:

@@ -94,6 +94,8 @@ class ConsoleReporter(Reporter):
             self._closed.add(stream)
 
     def warn(self, message: str, hint: str) -> None:
+        if self.quiet:
+            return
         if self._status is not None:
             self._status.stop()
             self._status = None

@@ -630,3 +630,13 @@ def test_a_closed_stdout_does_not_stop_the_capture(work, double):
     assert proc.stdout == "line 0\n"
     assert manifest.read(work / "cap")["status"] == "ok"
     assert "Traceback" not in proc.stderr
+
+
+def test_profile_lints_what_it_captured(work, double):
+    result = run_iket(
+        "profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work, "multi")
+    )
+    assert result.code == 0, result
+    assert "[resolution] 142 of 192 ranges in scale_loop_kernel" in result.stderr
+    (finding,) = manifest.read(work / "cap")["lint"]
+    assert (finding["process"], finding["code"]) == ("0x23f", "resolution")
