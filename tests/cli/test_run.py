@@ -7,6 +7,7 @@ import re
 from xml.etree import ElementTree as ET
 
 import pytest
+import xmlschema
 
 from conftest import FIXTURES, run_iket
 
@@ -67,6 +68,7 @@ def test_all_jobs_with_ci_outputs(tmp_path, double):
     assert jobs["broken"]["manifest"] == "broken.failed/manifest.json"
     assert "status 3 in the tracker pass" in jobs["broken"]["error"]
     assert (tmp_path / "runs" / "multi" / "iket_pid_0x23f.trace.json").is_file()
+    xmlschema.XMLSchema(FIXTURES / "junit.xsd").validate(tmp_path / "junit.xml")
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures")) == ("3", "1")
     failure = suite.find("testcase[@name='broken']/failure")
@@ -129,6 +131,7 @@ def test_baseline_gate_both_ways(tmp_path, double):
     jobs = {j["name"]: j for j in run_manifest(tmp_path, "runs3")["jobs"]}
     assert jobs["multi"]["status"] == "regressed" and jobs["affine"]["status"] == "ok"
     assert jobs["multi"]["regressions"][0]["range"] == "copy"
+    xmlschema.XMLSchema(FIXTURES / "junit.xsd").validate(tmp_path / "j.xml")
     cases = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
     assert cases.find("testcase[@name='copy_kernel_kernel/copy']/failure") is not None
 
@@ -170,3 +173,12 @@ def test_pyproject_table_and_missing_config(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     none = run_iket("run", cwd=tmp_path)
     assert none.code == 2 and "no iket configuration here" in none.stderr
+
+
+def test_the_junit_schema_is_not_vacuous(tmp_path):
+    schema = xmlschema.XMLSchema(FIXTURES / "junit.xsd")
+    bad = (
+        '<testsuites><testsuite name="x" tests="1" failures="0" errors="0" time="1"><testcase name="a"/>'
+        "</testsuite></testsuites>"
+    )
+    assert not schema.is_valid(bad), "a test case without classname and time is refused"
