@@ -468,8 +468,9 @@ class Session:
         record["drift"] = drifted
         record["lint"] = _lint(capture, processes)
         for finding in record["lint"]:
-            self.reporter.warn(f"pid {finding['process']}: [{finding['code']}] {finding['message']}",
-                               finding["hint"])
+            self.reporter.warn(
+                f"pid {finding['process']}: [{finding['code']}] {finding['message']}", finding["hint"]
+            )
         manifest_mod.write(capture, record)
         published = self.staging.publish()
         result = Capture(published, record)

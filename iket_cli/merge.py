@@ -20,8 +20,21 @@ from ._version import __version__
 from .errors import UsageError
 
 
-def merge(out: Path, inputs: list[Path], *, copy: bool = False, clobber: bool = False) -> dict[str, Any]:
-    """Build the merged capture in ``out`` (staged, then published atomically)."""
+def merge(
+    out: Path,
+    inputs: list[Path],
+    *,
+    copy: bool = False,
+    clobber: bool = False,
+    timeline: bool = False,
+    offsets: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """Build the merged capture in ``out`` (staged, then published atomically).
+
+    With ``timeline``, also ``OUT/timeline.pftrace``: every process on one Perfetto
+    timeline, its root track named after the source, host, rank and pid; ``offsets`` maps
+    an input (as given, or its folder name) to nanoseconds added to its timestamps.
+    """
     if len(inputs) < 2:
         raise UsageError("iket merge needs at least two captures", hint="iket merge OUT CAPTURE CAPTURE...")
     records = [_read_input(path) for path in inputs]
@@ -36,6 +49,8 @@ def merge(out: Path, inputs: list[Path], *, copy: bool = False, clobber: bool = 
             for path, record, name in zip(inputs, records, names, strict=True):
                 processes += _bring(path, record, folder / name, name, copy)
             merged = _manifest(inputs, records, processes)
+            if timeline:
+                merged["timeline"] = _timeline(folder, processes, _offsets(inputs, names, offsets or {}))
             manifest_mod.write(folder, merged)
             staging.publish()
         except BaseException:
@@ -138,3 +153,41 @@ def _manifest(inputs: list[Path], records: list[dict], processes: list[dict]) ->
             for p, r in zip(inputs, records, strict=True)
         ],
     }
+
+
+TIMELINE_NAME = "timeline.pftrace"
+
+
+def _offsets(inputs: list[Path], names: list[str], given: dict[str, int]) -> dict[str, int]:
+    """Offsets by folder name; an input may be named as given on the command line or by folder."""
+    result = {}
+    for key, value in given.items():
+        matches = [name for path, name in zip(inputs, names, strict=True) if key in (str(path), name)]
+        if not matches:
+            raise UsageError(
+                f"--offset names {key!r}, which is not one of the captures",
+                hint="use a capture's path as given, or its folder name",
+            )
+        result[matches[0]] = value
+    return result
+
+
+def _timeline(folder: Path, processes: list[dict], offsets: dict[str, int]) -> str:
+    from . import labels, pftrace
+
+    sources = []
+    for process in processes:
+        artifact = process["artifacts"].get("perfetto")
+        if artifact is None:
+            continue
+        host = (process.get("labels") or {}).get("hostname")
+        label = " · ".join(p for p in (process["folder"], host, labels.describe(process)) if p)
+        data = (folder / artifact["path"]).read_bytes()
+        sources.append((data, label, offsets.get(process["folder"], 0)))
+    if not sources:
+        raise UsageError(
+            "no input has a Perfetto trace to put on a timeline",
+            hint="capture with --postprocess perfetto or all",
+        )
+    (folder / TIMELINE_NAME).write_bytes(pftrace.merge(sources))
+    return TIMELINE_NAME

@@ -70,3 +70,26 @@ def test_conflicts_are_refused(two_nodes):
     one = run_iket("merge", "m", caps / "node-a", cwd=two_nodes)
     assert one.code == 2 and "at least two captures" in one.stderr
     assert not (two_nodes / "m").exists()
+
+
+def test_one_timeline_of_every_process(two_nodes):
+    from iket_cli import pftrace
+
+    caps = two_nodes / "caps"
+    result = run_iket(
+        "merge", "m", caps / "node-a", caps / "node-b", "--timeline", "--offset", "node-b=500", cwd=two_nodes
+    )
+    assert result.code == 0, result
+    record = manifest.read(two_nodes / "m")
+    assert record["timeline"] == "timeline.pftrace"
+    data = (two_nodes / "m" / "timeline.pftrace").read_bytes()
+    names = []
+    for _, _, packet in pftrace.fields(data):
+        for field, _, body in pftrace.fields(packet):
+            if field == pftrace.PACKET_TRACK_DESCRIPTOR:
+                parts = {f: v for f, _, v in pftrace.fields(body)}
+                if pftrace.DESCRIPTOR_PARENT_UUID not in parts:
+                    names.append(parts[pftrace.DESCRIPTOR_NAME].decode())
+    assert names == ["node-a · pid 0x204", "node-b · pid 0x23f"]
+    bad = run_iket("merge", "m2", caps / "node-a", caps / "node-b", "--offset", "node-c=5", cwd=two_nodes)
+    assert bad.code == 2 and "not one of the captures" in bad.stderr

@@ -15,11 +15,35 @@ import click
 @click.option("--copy", is_flag=True, help="Copy the artifacts (default: hard links where possible).")
 @click.option("--clobber", is_flag=True, help="Replace a previous capture in OUT.")
 @click.option("--json", "as_json", is_flag=True, help="Print the merged manifest on stdout.")
-def command(out: Path, captures: tuple[Path, ...], copy: bool, clobber: bool, as_json: bool) -> int:
+@click.option("--timeline", is_flag=True, help="Also OUT/timeline.pftrace: every process on one timeline.")
+@click.option(
+    "--offset",
+    "offsets",
+    multiple=True,
+    metavar="CAPTURE=NS",
+    help="Shift one capture's timestamps by NS nanoseconds on the timeline (repeatable).",
+)
+def command(
+    out: Path,
+    captures: tuple[Path, ...],
+    copy: bool,
+    clobber: bool,
+    as_json: bool,
+    timeline: bool,
+    offsets: tuple[str, ...],
+) -> int:
     """Merge CAPTURES into OUT; each keeps its artifacts in OUT/<its folder name>/."""
     from ..merge import merge
 
-    record = merge(out, list(captures), copy=copy, clobber=clobber)
+    shifts = {}
+    for item in offsets:
+        name, sep, value = item.rpartition("=")
+        if not sep or not value.lstrip("-").isdigit():
+            raise click.BadParameter(f"{item!r} is not CAPTURE=NANOSECONDS", param_hint="--offset")
+        shifts[name] = int(value)
+    record = merge(
+        out, list(captures), copy=copy, clobber=clobber, timeline=timeline or bool(shifts), offsets=shifts
+    )
     if as_json:
         sys.stdout.write(json.dumps(record, indent=2) + "\n")
     else:
