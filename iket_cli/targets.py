@@ -22,15 +22,13 @@ from .errors import TargetError
 
 SHIM = Path(__file__).with_name("_shim.py")
 
-KINDS = ("script", "function", "module", "command")
-
-
 @dataclass(frozen=True)
 class Target:
     """One thing to capture.
 
-    ``kind`` is one of :data:`KINDS`; ``spec`` is the script path, ``file.py:func`` or
-    ``pkg.module:func``, the module name, or the command's program; ``args`` follow it.
+    ``kind`` is ``script``, ``function``, ``module`` or ``command``; ``spec`` is the script
+    path, ``file.py:func`` or ``pkg.module:func``, the module name, or the command's program;
+    ``args`` follow it.
     """
 
     kind: str
