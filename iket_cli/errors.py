@@ -15,7 +15,8 @@ class ExitCode(enum.IntEnum):
 
     OK = 0
     #: The workload or the capture failed (a pass exited non-zero, no instrumented kernel,
-    #: a requested artifact is missing).
+    #: a requested artifact is missing, the trace budget is exceeded); also a failed job of
+    #: ``iket run``, a regression found by ``iket diff``, a finding of ``iket lint --strict``.
     FAILED = 1
     #: Bad usage: an unknown option, a missing target, a refused output directory, an
     #: unusable environment (no run-iket, run-iket too old, CUDA_INJECTION64_PATH set).
