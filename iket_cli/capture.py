@@ -389,8 +389,8 @@ class Session:
     def _over_budget(self, tail: list[str]) -> CaptureError:
         size, limit = self.device_buffer or 0, self.opts.max_buffer or 0
         return CaptureError(
-            f"run-iket would allocate a {_human(size)} trace buffer, over --max-buffer {_human(limit)}; "
-            "stopped before the capture pass",
+            f"run-iket would allocate a {human_bytes(size)} trace buffer, over --max-buffer "
+            f"{human_bytes(limit)}; stopped before the capture pass",
             phase="capture",
             hint="capture fewer clusters (--enabled-cluster X,Y,Z or --enabled-cluster-config), "
             "fewer timestamps per warp (--max-ts-cnt-per-warp), or fewer launches",
@@ -577,7 +577,8 @@ def _lint(capture: Path, processes: list[dict[str, Any]]) -> list[dict[str, Any]
     return findings
 
 
-def _human(size: int) -> str:
+def human_bytes(size: int) -> str:
+    """``5.8 KiB``, ``2.0 GiB``: sizes in the binary units run-iket's options use."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= scale:
             return f"{size / scale:.1f} {unit}"

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import IO, Any
 
-from .capture import Capture, Reporter
+from .capture import Capture, Reporter, human_bytes
 
 PHASE_LABELS = {
     "tracker": "tracker pass",
@@ -134,7 +134,7 @@ class ConsoleReporter(Reporter):
 def _row(capture: Capture, info: dict[str, Any]) -> tuple[str, str, str, str]:
     kernels = ", ".join(k["name"] for k in info["kernels"]) or "-"
     counts = " / ".join("-" if info[k] is None else f"{info[k]:,}" for k in ("launches", "ranges", "markers"))
-    files = "  ".join(f"{a['path']} ({_size(a['bytes'])})" for a in info["artifacts"].values())
+    files = "  ".join(f"{a['path']} ({human_bytes(a['bytes'])})" for a in info["artifacts"].values())
     return info["pid_hex"], kernels, counts, files
 
 
@@ -145,14 +145,6 @@ def _what_to_open(capture: Capture) -> str:
         if process.trace_json is not None:
             return str(process.trace_json)
     return str(capture.output_dir / "manifest.json")
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n} B"
 
 
 def _say(text: str) -> None:

@@ -8,9 +8,10 @@ the passes; here the capture pass's lines are matched to the captured processes 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from .toolchain import prepend_path
 
 HOOK_DIR = Path(__file__).with_name("_hook")
 PROCS_NAME = "processes.jsonl"
@@ -20,10 +21,9 @@ _LOCAL_RANK_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
 
 def hook_env(env: dict[str, str], procs_file: Path) -> dict[str, str]:
     """``env`` with the start-up hook first on ``PYTHONPATH``, writing to ``procs_file``."""
-    current = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(HOOK_DIR)]
     return {
         **env,
-        "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), *current]),
+        "PYTHONPATH": prepend_path(str(HOOK_DIR), env.get("PYTHONPATH")),
         "IKET_CLI_PROCS": str(procs_file),
     }
 

@@ -29,8 +29,6 @@ from .runner import Terminated, sigterm_as_exception
 
 FORMATS = ("perfetto", "json", "html")
 GZIP_LEVEL = 6
-#: Writes of huge strings go out in slices, so a 907 MB JSON export is never held twice.
-WRITE_SLICE = 1 << 26
 #: Below this many raw bytes a capture is decoded in-process: spawning costs more than it saves.
 INLINE_BYTES = 4 << 20
 #: Peak memory of a task as a multiple of its raw ``iket.data.bin`` (keep256: 11.8 MB raw
@@ -341,8 +339,7 @@ def _write_text(path: Path, text: str) -> str:
     """Write ``text`` as UTF-8 in slices (atomically), as run-iket's ``write_text`` would."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
-        for start in range(0, len(text), WRITE_SLICE):
-            handle.write(text[start : start + WRITE_SLICE])
+        splitjson.write_slices(handle, text)
     os.replace(tmp, path)
     return path.name
 

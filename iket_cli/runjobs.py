@@ -66,7 +66,8 @@ def run(
     reporter_for=None,
 ) -> list[JobResult]:
     """Run ``jobs``; never raises for a job's failure (see ``JobResult.status``)."""
-    root = Path(overrides.pop("output", None) or config.output)
+    root = Path(overrides.get("output") or config.output)
+    overrides = {k: v for k, v in overrides.items() if k != "output"}
     slots = gpu_slots()
     count = (len(slots) or 1) if workers == "auto" else int(workers)
     free: queue.Queue[str | None] = queue.Queue()

@@ -17,6 +17,9 @@ import json
 import re
 from pathlib import Path
 
+#: Huge strings are written in slices, so a 907 MB JSON export is never held twice.
+WRITE_SLICE = 1 << 26
+
 _LAUNCHES = b'"launches":['
 _TABLES = b'],"locationTable":'
 _INDEX = re.compile(rb'"(rangeNameIdx|markerNameIdx|locIdx)":(\d+)|"warpLocIdxs":\[([\d,]*)\]')
@@ -66,8 +69,7 @@ def export_json(raw: Path, out: Path, decoder_class) -> bool:
             finally:
                 decoder.close()
             with open(spool, "w", encoding="utf-8") as handle:
-                for start in range(0, len(text), 1 << 26):
-                    handle.write(text[start : start + (1 << 26)])
+                write_slices(handle, text)
             del text
         with open(out, "wb") as handle:
             merge(spooled, handle)
@@ -75,6 +77,12 @@ def export_json(raw: Path, out: Path, decoder_class) -> bool:
         for path in [*parts, *spooled]:
             path.unlink(missing_ok=True)
     return True
+
+
+def write_slices(handle, text: str) -> None:
+    """Write ``text`` to a text file in slices: the encoded copy never exceeds one slice."""
+    for start in range(0, len(text), WRITE_SLICE):
+        handle.write(text[start : start + WRITE_SLICE])
 
 
 def merge(parts: list[Path], out) -> None:

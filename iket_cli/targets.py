@@ -22,6 +22,7 @@ from .errors import TargetError
 
 SHIM = Path(__file__).with_name("_shim.py")
 
+
 @dataclass(frozen=True)
 class Target:
     """One thing to capture.

@@ -47,15 +47,16 @@ class RunIket:
         """The environment of run-iket and both passes, built from ``base``."""
         env = dict(base)
         if self.dsl_packages and Path(self.dsl_packages).is_dir():
-            env["PYTHONPATH"] = _prepend(self.dsl_packages, env.get("PYTHONPATH"))
+            env["PYTHONPATH"] = prepend_path(self.dsl_packages, env.get("PYTHONPATH"))
         # TIRx checks that `run-iket` on PATH is the one running it.
-        env["PATH"] = _prepend(str(Path(self.path).parent), env.get("PATH", os.defpath))
+        env["PATH"] = prepend_path(str(Path(self.path).parent), env.get("PATH", os.defpath))
         env["TVM_TIRX_IKET_INJECTED_CHILD_ENABLE"] = "1"
         env["PYTHONUNBUFFERED"] = "1"  # run-iket's phase lines must arrive as they happen
         return env
 
 
-def _prepend(entry: str, current: str | None) -> str:
+def prepend_path(entry: str, current: str | None) -> str:
+    """``entry`` first in a ``PATH``-style list, once."""
     parts = [p for p in (current or "").split(os.pathsep) if p and p != entry]
     return os.pathsep.join([entry, *parts])
 
