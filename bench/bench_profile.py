@@ -31,58 +31,38 @@ ROOT = Path(__file__).resolve().parent.parent
 def variants(work: Path) -> dict[str, tuple[list[str], Path]]:
     py = sys.executable
     run_iket = shutil.which("run-iket") or "run-iket"
-    raw_env = ["env", "TVM_TIRX_IKET_INJECTED_CHILD_ENABLE=1"]
+    workload = ["python3", "-c", "import profile_affine as p; p.workload()"]
+
+    def raw(out: str, prefix: tuple[str, ...] = ()) -> tuple[list[str], Path]:
+        argv = [
+            *prefix,
+            run_iket,
+            "-o",
+            out,
+            "--clobber",
+            "profile",
+            "--enable-stats",
+            "--postprocess",
+            "all",
+        ]
+        return [*argv, "--", *workload], work / out
+
+    iket = [
+        py,
+        "-m",
+        "iket_cli",
+        "profile",
+        "profile_affine.py:workload",
+        "-o",
+        "out-iket",
+        "--clobber",
+        "-q",
+    ]
     return {
-        "iket": (
-            [
-                py,
-                "-m",
-                "iket_cli",
-                "profile",
-                "profile_affine.py:workload",
-                "-o",
-                "out-iket",
-                "--clobber",
-                "-q",
-            ],
-            work / "out-iket",
-        ),
-        "raw": (
-            [
-                run_iket,
-                "-o",
-                "out-raw",
-                "--clobber",
-                "profile",
-                "--enable-stats",
-                "--postprocess",
-                "all",
-                "--",
-                "python3",
-                "-c",
-                "import profile_affine as p; p.workload()",
-            ],
-            work / "out-raw",
-        ),
+        "iket": (iket, work / "out-iket"),
+        "raw": raw("out-raw"),
         "iket.run": ([py, "profile_affine.py"], work / "iket_affine_trace"),
-        "raw+env": (
-            [
-                *raw_env,
-                run_iket,
-                "-o",
-                "out-raw-env",
-                "--clobber",
-                "profile",
-                "--enable-stats",
-                "--postprocess",
-                "all",
-                "--",
-                "python3",
-                "-c",
-                "import profile_affine as p; p.workload()",
-            ],
-            work / "out-raw-env",
-        ),
+        "raw+env": raw("out-raw-env", ("env", "TVM_TIRX_IKET_INJECTED_CHILD_ENABLE=1")),
     }
 
 
