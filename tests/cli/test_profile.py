@@ -42,6 +42,11 @@ def work(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def profile(double, *args, cwd: Path, env: dict | None = None):
+    """``iket profile`` with the replay double as its run-iket."""
+    return run_iket("profile", "--run-iket", double, *args, cwd=cwd, env=env)
+
+
 def passes(work: Path) -> list[dict]:
     return [json.loads(line) for line in (work / "passes.jsonl").read_text().splitlines()]
 
@@ -69,7 +74,7 @@ def previous_capture(folder: Path) -> dict:
     ids=["function", "script", "module", "command"],
 )
 def test_every_target_form_captures(work, double, form):
-    result = run_iket("profile", "--run-iket", double, "-o", "cap", *form, cwd=work, env=env_for(work))
+    result = profile(double, "-o", "cap", *form, cwd=work, env=env_for(work))
     assert result.code == 0, result
     record = manifest.read(work / "cap")
     assert record["status"] == "ok" and record["error"] is None
@@ -101,9 +106,7 @@ def test_every_target_form_captures(work, double, form):
 
 
 def test_two_processes_two_traces(work, double):
-    result = run_iket(
-        "profile", "--run-iket", double, "w.py:workload", "--json", cwd=work, env=env_for(work, "spawn")
-    )
+    result = profile(double, "w.py:workload", "--json", cwd=work, env=env_for(work, "spawn"))
     assert result.code == 0, result
     printed = json.loads(result.stdout)
     assert [p["pid_hex"] for p in printed["processes"]] == ["0x299", "0x2b5"]
@@ -112,9 +115,7 @@ def test_two_processes_two_traces(work, double):
 
 
 def test_keep_and_single_format(work, double):
-    result = run_iket(
-        "profile",
-        "--run-iket",
+    result = profile(
         double,
         "--keep",
         "--postprocess",
@@ -139,16 +140,12 @@ def test_keep_and_single_format(work, double):
 
 def test_clobber_replaces_only_after_success(work, double):
     before = previous_capture(work / "cap")
-    refused = run_iket(
-        "profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work)
-    )
+    refused = profile(double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work))
     assert refused.code == 2, refused
     assert "--clobber" in refused.stderr and "--output-dir" in refused.stderr
     assert snapshot(work / "cap") == before
     assert not (work / "passes.jsonl").exists(), "refused before anything ran"
-    done = run_iket(
-        "profile",
-        "--run-iket",
+    done = profile(
         double,
         "-o",
         "cap",
@@ -170,9 +167,7 @@ def test_capture_without_trace_fails_and_keeps_previous(work, double):
     (work / "empty" / "tracker").mkdir(parents=True)
     for pid in (AFFINE / "tracker").glob("pid_*"):
         shutil.copytree(pid, work / "empty" / "tracker" / pid.name)
-    result = run_iket(
-        "profile", "--run-iket", double, "-o", "cap", "--clobber", "w.py:workload", cwd=work, env=env
-    )
+    result = profile(double, "-o", "cap", "--clobber", "w.py:workload", cwd=work, env=env)
     assert result.code == 1, result
     assert "produced no trace" in result.stderr
     assert snapshot(work / "cap") == before
@@ -434,9 +429,7 @@ def test_workload_output_passes_through_live(tmp_path, real_run_iket):
 
 
 def test_iket_decodes_the_raw_captures_itself(work, double):
-    result = run_iket(
-        "profile",
-        "--run-iket",
+    result = profile(
         double,
         "-o",
         "cap",
@@ -464,9 +457,7 @@ def test_decode_failure_keeps_previous_capture(work, double, tmp_path):
     data = broken / "iket" / "pid_0x204" / "iket.data.bin"
     data.write_bytes(data.read_bytes()[:8])
     env = {"PASSES": str(work / "passes.jsonl"), "IKET_DOUBLE_CAPTURE": str(broken)}
-    result = run_iket(
-        "profile", "--run-iket", double, "-o", "cap", "--clobber", "w.py:workload", cwd=work, env=env
-    )
+    result = profile(double, "-o", "cap", "--clobber", "w.py:workload", cwd=work, env=env)
     assert result.code == 1, result
     assert "decoding failed" in result.stderr and "iket.data.bin is truncated" in result.stderr
     assert snapshot(work / "cap") == before
@@ -488,9 +479,7 @@ def test_env_cwd_and_python_reach_both_passes(work, double, tmp_path):
     wrapper.parent.mkdir()
     wrapper.write_text(f'#!/bin/sh\nVIA_WRAPPER=yes exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    result = run_iket(
-        "profile",
-        "--run-iket",
+    result = profile(
         double,
         "--env",
         "MY_KEY=a=b",
@@ -527,7 +516,7 @@ def test_processes_are_labelled_by_rank(work, double, tmp_path):
         "        p.wait()\n"
     )
     env = {**replay("spawn"), "IKET_DOUBLE_LAUNCHED": str(launched), "LAUNCHED": str(launched)}
-    result = run_iket("profile", "--run-iket", double, "-o", "cap", "ranks.py:workload", cwd=work, env=env)
+    result = profile(double, "-o", "cap", "ranks.py:workload", cwd=work, env=env)
     assert result.code == 0, result
     processes = manifest.read(work / "cap")["processes"]
     assert len(processes) == 2
@@ -553,31 +542,25 @@ def test_pass_drift_marks_the_capture_suspect(work, double, tmp_path):
     data["launches"].append(extra)  # the tracker pass saw one more launch than the capture pass
     tracker.write_text(json.dumps(data))
     env = {"PASSES": str(work / "passes.jsonl"), "IKET_DOUBLE_CAPTURE": str(drifting)}
-    result = run_iket("profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work, env=env)
+    result = profile(double, "-o", "cap", "w.py:workload", cwd=work, env=env)
     assert result.code == 0, result
     assert "the passes differ, the capture is suspect" in result.stderr
     record = manifest.read(work / "cap")
     assert record["status"] == "suspect"
     assert record["drift"] == ["scale_loop_kernel: 4 launch(es) in the tracker pass, 3 in the capture pass"]
-    strict = run_iket(
-        "profile", "--run-iket", double, "-o", "cap2", "--strict", "w.py:workload", cwd=work, env=env
-    )
+    strict = profile(double, "-o", "cap2", "--strict", "w.py:workload", cwd=work, env=env)
     assert strict.code == 1, strict
     assert "tracker and capture passes differ" in strict.stderr
     assert manifest.read(work / "cap2")["status"] == "suspect", "the capture is still published"
 
 
 def test_agreeing_passes_are_ok(work, double):
-    result = run_iket(
-        "profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work, "spawn")
-    )
+    result = profile(double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work, "spawn"))
     assert result.code == 0 and manifest.read(work / "cap")["drift"] == []
 
 
 def test_trace_budget_stops_before_the_capture_pass(work, double):
-    result = run_iket(
-        "profile",
-        "--run-iket",
+    result = profile(
         double,
         "-o",
         "cap",
@@ -593,9 +576,7 @@ def test_trace_budget_stops_before_the_capture_pass(work, double):
     assert len(passes(work)) == 1, "only the tracker pass ran the workload"
     record = manifest.read(work / "cap.failed")
     assert record["trace_budget"]["device_buffer_bytes"] == 5888
-    within = run_iket(
-        "profile",
-        "--run-iket",
+    within = profile(
         double,
         "-o",
         "cap",
@@ -612,7 +593,7 @@ def test_trace_budget_stops_before_the_capture_pass(work, double):
         "max_buffer_bytes": 1 << 20,
         "estimated_json_bytes_max": 5888 * 25,
     }
-    bad = run_iket("profile", "--run-iket", double, "--max-buffer", "lots", "w.py:workload", cwd=work)
+    bad = profile(double, "--max-buffer", "lots", "w.py:workload", cwd=work)
     assert bad.code == 2 and "is not a size" in bad.stderr
 
 
@@ -633,9 +614,7 @@ def test_a_closed_stdout_does_not_stop_the_capture(work, double):
 
 
 def test_profile_lints_what_it_captured(work, double):
-    result = run_iket(
-        "profile", "--run-iket", double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work, "multi")
-    )
+    result = profile(double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work, "multi"))
     assert result.code == 0, result
     assert "[resolution] 142 of 192 ranges in scale_loop_kernel" in result.stderr
     (finding,) = manifest.read(work / "cap")["lint"]
