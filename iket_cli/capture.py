@@ -22,6 +22,7 @@ from typing import Any
 
 from . import drift, labels, outdir, patterns, postprocess, runner, sysinfo, targets, toolchain
 from . import manifest as manifest_mod
+from . import overhead as overhead_mod
 from ._shim import STREAM_ENV
 from .errors import (
     CaptureError,
@@ -92,6 +93,7 @@ class Options:
     log_level: str | None = None
     strict: bool = False  # exit 1 (CaptureError) when the passes drifted
     max_buffer: int | None = None  # bytes: stop before the capture pass if the buffer is larger
+    overhead: bool = False  # also time the kernels without instrumentation (a --warp-trace run)
     command: list[str] | None = None  # the iket command line, recorded in the manifest
 
     def check(self) -> None:
@@ -122,6 +124,12 @@ class Options:
             raise UsageError(f"--enabled-cluster-config {config} does not exist")
         if self.warp_trace and (self.enabled_cluster or config):
             raise UsageError("--enabled-cluster/--enabled-cluster-config cannot go with --warp-trace")
+        if self.overhead and self.warp_trace:
+            raise UsageError("--overhead compares against a --warp-trace run; drop --warp-trace")
+        if self.overhead and self.postprocess not in ("json", "all"):
+            raise UsageError(
+                "--overhead reads the JSON traces", hint="use --postprocess json or --postprocess all"
+            )
         if self.postprocess == "none" and not self.keep:
             raise UsageError(
                 "--postprocess none without --keep would keep nothing of the capture",
@@ -255,6 +263,7 @@ class Session:
         self.run_iket_s: float | None = None
         self.postprocess_s: float | None = None
         self.device_buffer: int | None = None
+        self.overhead: dict[str, Any] | None = None
         self.stop = threading.Event()
 
     # -- preparation: everything here runs before any process starts ------------------
@@ -278,11 +287,7 @@ class Session:
 
     def run_iket_argv(self, capture_dir: Path) -> list[str]:
         opts = self.opts
-        argv = [self.tool.path, "--output-dir", str(capture_dir), "--working-dir", str(self.cwd)]
-        if opts.log_level:
-            argv += ["--log-level", opts.log_level]
-        if opts.context_buffer_size:
-            argv += ["--context-buffer-size", opts.context_buffer_size]
+        argv = self._run_iket_head(capture_dir)
         # iket decodes the raw captures itself (in parallel: see postprocess.py), so run-iket
         # only runs the passes and keeps what they wrote.
         argv += ["profile", "--postprocess", "none", "--keep", "--enable-stats"]
@@ -295,6 +300,23 @@ class Session:
         if opts.enabled_cluster_config:
             argv += ["--enabled-cluster-config", str(Path(opts.enabled_cluster_config).resolve())]
         return [*argv, "--", *self.target.workload_argv(self.python)]
+
+    def overhead_argv(self, plain_dir: Path) -> list[str]:
+        """The --overhead run: warp lifetimes only, no kernel body patched, JSON decoded by run-iket."""
+        argv = self._run_iket_head(plain_dir)
+        argv += ["profile", "--postprocess", "json", "--warp-trace", "--enable-stats"]
+        if self.opts.keep:
+            argv.append("--keep")
+        return [*argv, "--", *self.target.workload_argv(self.python)]
+
+    def _run_iket_head(self, output_dir: Path) -> list[str]:
+        opts = self.opts
+        argv = [self.tool.path, "--output-dir", str(output_dir), "--working-dir", str(self.cwd)]
+        if opts.log_level:
+            argv += ["--log-level", opts.log_level]
+        if opts.context_buffer_size:
+            argv += ["--context-buffer-size", opts.context_buffer_size]
+        return argv
 
     # -- the run ------------------------------------------------------------------------
     def run(self) -> Capture:
@@ -320,30 +342,8 @@ class Session:
             log.write(f"# {' '.join(self.opts.command or ['iket_cli.profile(...)'])}\n")
             log.write(f"# run-iket command: {_quote(argv)}\n")
             self.log = log
-            stream = self.staging.root / "workload.fifo"
-            os.mkfifo(stream)
-            env = labels.hook_env(
-                {**self.tool.child_env(self.env), STREAM_ENV: str(stream)},
-                self.staging.root / labels.PROCS_NAME,
-            )
-            try:
-                result = runner.run_streaming(
-                    argv,
-                    env=env,
-                    cwd=self.cwd,
-                    on_line=self._on_line,
-                    timeout=self.opts.timeout,
-                    side_stream=stream,
-                    stop=self.stop,
-                )
-            except runner.Stopped as stopped:
-                log.close()
-                raise self._failed(self._over_budget(stopped.tail), "failed", gpus.result()) from None
-            except (CaptureTimeout, CaptureInterrupted) as stop:
-                status = "timeout" if isinstance(stop, CaptureTimeout) else "interrupted"
-                log.write(f"# {stop.message}\n")
-                log.close()
-                raise self._failed(stop, status, gpus.result()) from None
+            os.mkfifo(self.staging.root / "workload.fifo")
+            result = self._pass(argv, gpus, self.staging.root / labels.PROCS_NAME)
         self.run_iket_s = round(result.duration_s, 3)
         if result.returncode != 0:
             raise self._failed(self._classify(result), "failed", gpus.result())
@@ -355,7 +355,68 @@ class Session:
                 log.close()
                 status = "interrupted" if isinstance(error, CaptureInterrupted) else "failed"
                 raise self._failed(error, status, gpus.result()) from None
+            if self.opts.overhead:
+                self._measure_overhead(gpus)
         return self._succeeded(gpus.result())
+
+    def _pass(self, argv: list[str], gpus: sysinfo.GpuQuery, procs: Path) -> runner.RunResult:
+        """Run one run-iket command, streaming into the log; a stop becomes DIR.failed/."""
+        stream = self.staging.root / "workload.fifo"
+        env = labels.hook_env({**self.tool.child_env(self.env), STREAM_ENV: str(stream)}, procs)
+        timeout = self.opts.timeout
+        if timeout is not None:  # one budget for the whole capture, --overhead run included
+            timeout = max(timeout - (time.monotonic() - self.t0), 0.001)
+        try:
+            return runner.run_streaming(
+                argv,
+                env=env,
+                cwd=self.cwd,
+                on_line=self._on_line,
+                timeout=timeout,
+                side_stream=stream,
+                stop=self.stop,
+            )
+        except runner.Stopped as stopped:
+            self.log.close()
+            raise self._failed(self._over_budget(stopped.tail), "failed", gpus.result()) from None
+        except (CaptureTimeout, CaptureInterrupted) as stop:
+            status = "timeout" if isinstance(stop, CaptureTimeout) else "interrupted"
+            if status == "timeout":  # name the user's --timeout, not what was left of it
+                stop.message = f"timed out after {self.opts.timeout:g} s; the whole process tree was killed"
+            self.log.write(f"# {stop.message}\n")
+            self.log.close()
+            raise self._failed(stop, status, gpus.result()) from None
+
+    def _measure_overhead(self, gpus: sysinfo.GpuQuery) -> None:
+        """Time the kernels once more without instrumentation; a failure here only warns.
+
+        The capture itself is complete and valid by now, so a failed comparison run is
+        recorded in the manifest (``overhead.error``) instead of failing the capture.
+        """
+        self.phase = "overhead"
+        self.reporter.phase("overhead")
+        plain = self.staging.root / overhead_mod.OVERHEAD_DIR
+        argv = self.overhead_argv(plain)
+        self.log.write(f"# --overhead run: {_quote(argv)}\n")
+        result = self._pass(argv, gpus, self.staging.root / "overhead-processes.jsonl")
+        record: dict[str, Any] = {"run_iket_s": round(result.duration_s, 3), "kernels": [], "error": None}
+        if result.returncode != 0:
+            tail = [line for line in result.tail if not _is_noise(line)][-1:]
+            record["error"] = f"the --warp-trace run failed with status {result.returncode}: {' '.join(tail)}"
+        else:
+            try:
+                record["kernels"] = overhead_mod.measure(self.staging.capture_dir, plain)
+            except IketError as error:
+                record["error"] = f"could not read the --warp-trace run's traces: {error.message}"
+            if not record["kernels"] and record["error"] is None:
+                record["error"] = "the --warp-trace run recorded none of the instrumented kernels"
+        if record["error"]:
+            self.reporter.warn(
+                f"--overhead: {record['error']}", f"the run's output is in {manifest_mod.LOG_NAME}"
+            )
+        if self.opts.keep and plain.is_dir():
+            os.replace(plain, self.staging.capture_dir / overhead_mod.OVERHEAD_DIR)
+        self.overhead = record
 
     def _decode(self, formats: list[str]) -> None:
         """Decode every process's raw capture into the requested artifacts, in parallel."""
@@ -374,6 +435,9 @@ class Session:
     def _on_line(self, line: str) -> None:
         self.log.write(line + "\n")
         tool = line.startswith(("[run-iket]", "[iket]"))
+        if self.phase == "overhead":  # the --warp-trace run: its passes are not the capture's
+            self.reporter.output(line, tool=tool)
+            return
         announced = _BUFFER_LINE.search(line) if tool else None
         if announced:
             self.device_buffer = int(announced.group(1).replace(",", ""))
@@ -519,6 +583,7 @@ class Session:
                 **manifest_mod.phases_from_stats(stats),
                 "postprocess": self.postprocess_s,
                 "run_iket": self.run_iket_s,
+                "overhead": None if self.overhead is None else self.overhead["run_iket_s"],
             },
             "versions": sysinfo.versions(self.tool.version, gpus),
             "postprocess": manifest_mod.formats_for(self.opts.postprocess),
@@ -530,6 +595,7 @@ class Session:
                 else self.device_buffer * JSON_PER_RAW_BYTE,
             },
             "keep": self.opts.keep,
+            "overhead": self.overhead,
             "log": manifest_mod.LOG_NAME,
             "processes": processes,
         }

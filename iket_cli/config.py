@@ -32,6 +32,7 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     "log_level": (str,),
     "max_buffer": (int, str),
     "strict": (bool,),
+    "overhead": (bool,),
 }
 TOP_ONLY = {"output": (str,), "jobs": (list,)}
 JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}

@@ -20,6 +20,7 @@ PHASE_LABELS = {
     "tracker": "tracker pass",
     "capture": "capture pass",
     "postprocess": "postprocess",
+    "overhead": "--overhead run (warp trace)",
     "publish": "publishing",
 }
 
@@ -116,6 +117,8 @@ class ConsoleReporter(Reporter):
         _say(f"iket: captured {len(rows)} process(es) in {took:.1f} s into {capture.output_dir}")
         for pid, kernels, counts, files in rows:
             _say(f"  pid {pid}: {kernels}; {counts}; {files}")
+        for line in _overhead_lines(record):
+            _say(f"iket: overhead: {line}")
         _say(f"iket: open {_what_to_open(capture)}")
 
     def _rich_summary(self, capture: Capture, rows: list[tuple[str, ...]], took: float) -> None:
@@ -128,6 +131,8 @@ class ConsoleReporter(Reporter):
         for row in rows:
             table.add_row(*(escape(cell) for cell in row))
         self._console.print(table)
+        for line in _overhead_lines(capture.manifest):
+            self._console.print(f"overhead: {escape(line)}")
         self._console.print(f"open [bold]{escape(_what_to_open(capture))}[/]")
 
 
@@ -136,6 +141,16 @@ def _row(capture: Capture, info: dict[str, Any]) -> tuple[str, str, str, str]:
     counts = " / ".join("-" if info[k] is None else f"{info[k]:,}" for k in ("launches", "ranges", "markers"))
     files = "  ".join(f"{a['path']} ({human_bytes(a['bytes'])})" for a in info["artifacts"].values())
     return info["pid_hex"], kernels, counts, files
+
+
+def _overhead_lines(record: dict[str, Any]) -> list[str]:
+    """What ``--overhead`` found, one line per kernel (nothing without --overhead)."""
+    found = record.get("overhead")
+    if not found or found.get("error"):
+        return []  # an error was already shown as a warning
+    from .overhead import describe
+
+    return [describe(row) for row in found["kernels"]]
 
 
 def _what_to_open(capture: Capture) -> str:

@@ -46,6 +46,9 @@ def read(procs_file: Path) -> dict[int, dict[str, Any]]:
             found[pid] = _label(record)
         elif record.get("event") == "device" and pid in found:
             found[pid].update(cuda_device=record.get("cuda_device"), gpu=record.get("gpu"))
+    for label in found.values():  # a spawner's children name it: "child of python spawner.py"
+        parent = found.get(label["ppid"])
+        label["parent_argv"] = parent["argv"] if parent else None
     return found
 
 
@@ -82,6 +85,11 @@ def attach(processes: list[dict[str, Any]], procs_file: Path) -> None:
 
 
 def describe(process: dict[str, Any]) -> str:
-    """``rank 1 (pid 0x2b5)`` where the rank is known, else ``pid 0x2b5``."""
-    rank = (process.get("labels") or {}).get("rank")
-    return f"rank {rank} (pid {process['pid_hex']})" if rank is not None else f"pid {process['pid_hex']}"
+    """``rank 1 (pid 0x2b5)`` where the rank is known; ``pid 0x2b5 (child of 0x2b0)`` where the
+    parent was a Python process of the workload; else ``pid 0x2b5``."""
+    labels = process.get("labels") or {}
+    if labels.get("rank") is not None:
+        return f"rank {labels['rank']} (pid {process['pid_hex']})"
+    if labels.get("parent_argv") and labels.get("ppid") is not None:
+        return f"pid {process['pid_hex']} (child of {hex(labels['ppid'])})"
+    return f"pid {process['pid_hex']}"

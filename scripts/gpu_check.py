@@ -8,6 +8,7 @@ With ``$IKET_GPU_KEEP`` set, the manifests and logs are copied into that folder.
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import os
@@ -30,7 +31,7 @@ pytestmark = [
 
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
-    for name in ("profile_affine.py", "multi_kernel.py", "spawner.py"):
+    for name in ("profile_affine.py", "multi_kernel.py", "spawner.py", "multi_rank.py"):
         shutil.copy(WORKLOADS / name, tmp_path / name)
     return tmp_path
 
@@ -118,6 +119,9 @@ def test_two_processes(work):
         label = process["labels"]  # the start-up hook ran in both children
         assert label["argv"][1:3] == ["-c", "import profile_affine as p; p.workload()"]
         assert label["gpu"] and "H200" in label["gpu"], "torch used CUDA: device recorded at exit"
+        assert label["parent_argv"][-1].endswith("spawner.py"), "labelled by their parent"
+    shown = iket("show", "cap", "--format", "csv", cwd=work).stdout
+    assert shown.count("(child of ") >= 2
 
 
 def test_failure_after_success_keeps_the_capture(work):
@@ -130,31 +134,58 @@ def test_failure_after_success_keeps_the_capture(work):
     assert {p.name: p.read_bytes() for p in (work / "cap").iterdir()} == before
 
 
-def test_postprocess_matches_run_iket(work):
-    """A fresh H200 capture kept raw: iket postprocess and run-iket postprocess agree."""
-    assert (
-        iket(
-            "profile", "multi_kernel.py", "-o", "cap", "--keep", "--postprocess", "none", cwd=work
-        ).returncode
-        == 0
+def keep_tree(name: str, folder: Path) -> None:
+    """Copy a whole folder (a raw capture to become a fixture) into $IKET_GPU_KEEP."""
+    out = os.environ.get("IKET_GPU_KEEP")
+    if out:
+        shutil.copytree(folder, Path(out) / name, dirs_exist_ok=True)
+
+
+def run_iket_postprocess(folder: Path) -> None:
+    subprocess.run(
+        [shutil.which("run-iket"), "postprocess", str(folder), "--format", "all"],
+        check=True,
+        capture_output=True,
     )
+
+
+def test_iket_postprocess_of_a_raw_capture_matches_run_iket(work):
+    """A fresh H200 capture kept raw: iket postprocess and run-iket postprocess agree."""
+    proc = iket("profile", "multi_kernel.py", "-o", "cap", "--keep", "--postprocess", "none", cwd=work)
+    assert proc.returncode == 0
     for name in ("ours", "theirs"):
         shutil.copytree(work / "cap", work / name)
     assert iket("postprocess", "ours", "--format", "all", cwd=work).returncode == 0
-    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    subprocess.run(
-        [shutil.which("run-iket"), "postprocess", "theirs", "--format", "all"],
-        cwd=work,
-        check=True,
-        env=env,
-        capture_output=True,
-    )
+    run_iket_postprocess(work / "theirs")
     record = json.loads((work / "ours" / "manifest.json").read_text())
     (process,) = record["processes"]
     assert record["phases"]["postprocess"] is not None
     for kind in ("trace_json", "perfetto", "html"):
         name = process["artifacts"][kind]["path"]
         assert (work / "ours" / name).read_bytes() == (work / "theirs" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("workload", ["multi_kernel.py", "spawner.py"])
+def test_profile_decodes_as_run_iket_does(work, workload):
+    """iket profile's own parallel decode: the artifacts run-iket makes of the same raw capture."""
+    proc = iket("profile", workload, "-o", "cap", "--keep", "--postprocess", "all", cwd=work)
+    keep(f"decode-{workload}", work / "cap")
+    assert proc.returncode == 0
+    theirs = work / "theirs"
+    shutil.copytree(work / "cap", theirs)
+    for old in theirs.glob("iket_pid_*"):
+        old.unlink()
+    run_iket_postprocess(theirs)
+    record = json.loads((work / "cap" / "manifest.json").read_text())
+    assert record["phases"]["postprocess"] > 0
+    print(f"{workload}: postprocess phase {record['phases']['postprocess']} s")
+    for process in record["processes"]:
+        for kind in ("trace_json", "perfetto", "html"):
+            name = process["artifacts"][kind]["path"]
+            assert (work / "cap" / name).read_bytes() == (theirs / name).read_bytes(), name
+        ours_gz = work / "cap" / process["artifacts"]["pftrace_gz"]["path"]
+        theirs_gz = theirs / ours_gz.name
+        assert gzip.decompress(ours_gz.read_bytes()) == gzip.decompress(theirs_gz.read_bytes())
 
 
 def test_show_lint_and_timeline_on_a_real_capture(work):
@@ -194,3 +225,77 @@ def test_doctor_lists_the_gpu(work):
     out = os.environ.get("IKET_GPU_KEEP")
     if out:
         (Path(out) / "doctor.txt").write_text(proc.stdout)
+
+
+def test_drift_between_the_passes_is_caught(work):
+    """The second pass launches the kernel once more than the first (a marker file)."""
+    (work / "drifting.py").write_text(
+        "import os\nimport profile_affine as p\n"
+        "p.workload()\n"
+        "if os.path.exists('second-pass'):\n    p.workload()\n"
+        "open('second-pass', 'w').close()\n"
+    )
+    proc = iket("profile", "drifting.py", "-o", "cap", "--strict", cwd=work)
+    keep("drift", work / "cap" if (work / "cap").is_dir() else work / "cap.failed")
+    assert proc.returncode == 1
+    if (work / "cap").is_dir():  # the capture pass survived the extra launch: published, suspect
+        record = json.loads((work / "cap" / "manifest.json").read_text())
+        assert record["status"] == "suspect"
+        assert (
+            "profiled_affine_kernel: 1 launch(es) in the tracker pass, 2 in the capture pass"
+            in (record["drift"])
+        )
+        assert "tracker and capture passes differ" in proc.stderr
+    else:  # the extra launch broke the capture pass: the error says why
+        assert "in the capture pass" in proc.stderr and "different kernels" in proc.stderr
+
+
+def test_overhead_of_multi_kernel(work):
+    proc = iket("profile", "multi_kernel.py", "-o", "cap", "--overhead", "--keep", "--json", cwd=work)
+    keep("overhead", work / "cap")
+    keep_tree("warp-trace-multi", work / "cap" / "overhead")
+    assert proc.returncode == 0
+    found = json.loads(proc.stdout)["overhead"]
+    assert found["error"] is None
+    kernels = {row["kernel"]: row for row in found["kernels"]}
+    assert set(kernels) == {"scale_loop_kernel", "copy_kernel_kernel"}
+    for row in kernels.values():
+        assert row["uninstrumented_ns"] > 0 and row["instrumented_ns"] > 0
+    assert "iket: overhead: scale_loop_kernel" in proc.stderr
+
+
+def test_torchrun_two_ranks_labelled_then_merged(work):
+    proc = iket(
+        "profile",
+        "-o",
+        "ranks",
+        "--",
+        "torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "multi_rank.py",
+        cwd=work,
+    )
+    keep("torchrun", work / "ranks")
+    assert proc.returncode == 0
+    record = json.loads((work / "ranks" / "manifest.json").read_text())
+    ranks = sorted((p["labels"]["rank"], p["labels"]["world_size"]) for p in record["processes"])
+    assert ranks == [(0, 2), (1, 2)], "two traces, one per rank"
+    for process in record["processes"]:
+        assert process["kernels"][0]["name"] == "scale_loop_kernel"
+        assert "H200" in process["labels"]["gpu"]
+    shown = iket("show", "ranks", cwd=work).stdout + iket("show", "ranks", cwd=work).stderr
+    assert "rank 0" in shown and "rank 1" in shown
+    assert iket("profile", "profile_affine.py:workload", "-o", "affine", cwd=work).returncode == 0
+    merged = iket("merge", "merged", "ranks", "affine", "--timeline", cwd=work)
+    assert merged.returncode == 0
+    record = json.loads((work / "merged" / "manifest.json").read_text())
+    assert len(record["processes"]) == 3
+    assert (work / "merged" / "timeline.pftrace").stat().st_size > 0
+    shown = iket("show", "merged", "--format", "json", cwd=work)
+    assert shown.returncode == 0 and len(json.loads(shown.stdout)["processes"]) == 3
+    keep("merged", work / "merged")
+    out = os.environ.get("IKET_GPU_KEEP")
+    if out:
+        shutil.copy(work / "merged" / "timeline.pftrace", Path(out) / "merged-timeline.pftrace")

@@ -1,33 +1,41 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: every GPU check and the capture benchmark.
-# Usage (device tool, carry .gpu):  source .gpu/gpu-env.sh; bash scripts/gpu_run.sh
+# Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|bench|all]
+# Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+part=${1:-all}
 out=${OUT:-/tmp/iket-gpu-out}
 keep=/tmp/iket-gpu-keep
 mkdir -p "$out" "$keep"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 echo "== versions"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -m iket_cli --version
-echo "== iket --help start-up (10 runs)"
-python3 - <<'PY'
+if [[ $part == checks || $part == all ]]; then
+  echo "== iket --help start-up (10 runs)"
+  python3 - <<'PY'
 import statistics, subprocess, sys, time
 t = []
 for _ in range(10):
     s = time.perf_counter(); subprocess.run([sys.executable, "-m", "iket_cli", "--help"], capture_output=True); t.append(time.perf_counter() - s)
 print(f"median {statistics.median(t):.3f} s, max {max(t):.3f} s")
 PY
-echo "== parent never imports torch or TIRx"
-python3 -c "import sys, runpy; sys.argv=['iket','--help']
+  echo "== parent never imports torch or TIRx"
+  python3 -c "import sys, runpy; sys.argv=['iket','--help']
 try: runpy.run_module('iket_cli', run_name='__main__')
 except SystemExit: pass
 print('heavy modules in parent:', sorted(m for m in sys.modules if m.split('.')[0] in ('torch','tvm_tirx','cuda','iket')))"
-echo "== GPU checks"
-IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_check.py -v -p no:cacheprovider -o addopts="" 2>&1 | tee "$out/gpu_check.log" | tail -25
-echo "== benchmark"
-python3 bench/bench_profile.py --runs "${BENCH_RUNS:-3}" --variants iket,raw,iket.run --json "$out/bench_profile.json" 2>&1 | tee "$out/bench_profile.md"
-
-echo "== postprocess benchmark on this host's cores (issue 3)"
-python3 bench/bench_postprocess.py --raw tests/fixtures/keep256_raw.tar.xz --runs 1 --formats all,perfetto,html \
-  --json "$out/bench_postprocess.json" 2>&1 | tee "$out/bench_postprocess.md"
-tar czf "$out/gpu-keep.tgz" -C "$keep" .
+  echo "== iket doctor"; python3 -m iket_cli doctor | tee "$keep/doctor.txt"
+  echo "== GPU checks"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_check.py -v -s -p no:cacheprovider -o addopts="" \
+    > "$keep/gpu_check.log" 2>&1
+  grep -E "PASSED|FAILED|ERROR|postprocess phase|passed|failed" "$keep/gpu_check.log" | tail -30
+fi
+if [[ $part == bench || $part == all ]]; then
+  echo "== capture benchmark (issue 2)"
+  python3 bench/bench_profile.py --runs "${BENCH_RUNS:-3}" --variants iket,raw,iket.run --json "$keep/bench_profile.json" 2>&1 | tee "$keep/bench_profile.md"
+  echo "== postprocess benchmark on this host's cores (issue 3)"
+  python3 bench/bench_postprocess.py --raw tests/fixtures/keep256_raw.tar.xz --runs 1 --formats all,perfetto,html \
+    --json "$keep/bench_postprocess.json" 2>&1 | tee "$keep/bench_postprocess.md"
+fi
+tar czf "$out/gpu-keep-$part.tgz" -C "$keep" .

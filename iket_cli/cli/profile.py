@@ -161,6 +161,11 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     metavar="SIZE",
     help="Stop before the capture pass if run-iket would allocate a larger trace buffer.",
 )
+@click.option(
+    "--overhead",
+    is_flag=True,
+    help="Also time the kernels without instrumentation (one more run, --warp-trace) and report the cost.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the workload's output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show run-iket's own lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest on stdout.")

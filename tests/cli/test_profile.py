@@ -95,8 +95,9 @@ def test_every_target_form_captures(work, double, form):
     assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
     assert (process["launches"], process["ranges"], process["markers"]) == (1, 1, 1)
     assert record["postprocess"] == ["perfetto", "json", "html"]
-    assert set(record["phases"]) == {"tracker", "config", "capture", "postprocess", "run_iket"}
-    assert all(isinstance(v, float) for v in record["phases"].values())
+    assert set(record["phases"]) == {"tracker", "config", "capture", "postprocess", "run_iket", "overhead"}
+    assert record["phases"]["overhead"] is None and record["overhead"] is None
+    assert all(isinstance(v, float) for k, v in record["phases"].items() if k != "overhead")
     assert record["versions"]["run_iket"] == "4.8.1"
     assert sorted(p.name for p in (work / "cap").iterdir() if p.is_dir()) == [], "no intermediates"
     assert "workload ran" in (work / "cap" / "iket.log").read_text()
@@ -527,9 +528,32 @@ def test_processes_are_labelled_by_rank(work, double, tmp_path):
         assert (label["local_rank"], label["world_size"]) == (rank, 2)
         assert label["cuda_visible_devices"] == str(rank)
         assert label["hostname"] and label["argv"][1] == "-c"
+        assert label["parent_argv"][-2:] == [str(work / "ranks.py"), "workload"], "the shim, calling it"
     shown = run_iket("show", work / "cap", "--format", "csv", cwd=work)
     assert {line.split(",")[0] for line in shown.stdout.splitlines()[1:]} == {
         f"rank {r} (pid {p['pid_hex']})" for r, p in by_rank.items()
+    }
+
+
+def test_children_of_a_spawner_are_labelled_by_their_parent(work, double, tmp_path):
+    launched = tmp_path / "launched"
+    launched.mkdir()
+    (work / "spawner.py").write_text(
+        "import os, subprocess, sys\n"
+        "CHILD = \"import os; open(os.path.join(os.environ['LAUNCHED'], str(os.getpid())), 'w').close()\"\n"
+        "for _ in range(2):\n"
+        "    subprocess.run([sys.executable, '-c', CHILD], check=True)\n"
+    )
+    env = {**replay("spawn"), "IKET_DOUBLE_LAUNCHED": str(launched), "LAUNCHED": str(launched)}
+    result = profile(double, "-o", "cap", "spawner.py", cwd=work, env=env)
+    assert result.code == 0, result
+    processes = manifest.read(work / "cap")["processes"]
+    parents = {p["labels"]["ppid"] for p in processes}
+    assert len(processes) == 2 and len(parents) == 1, "two children of one spawner"
+    assert all(p["labels"]["parent_argv"][-1].endswith("spawner.py") for p in processes)
+    shown = run_iket("show", work / "cap", "--format", "csv", cwd=work)
+    assert {line.split(",")[0] for line in shown.stdout.splitlines()[1:]} == {
+        f"{p['pid_hex']} (child of {hex(p['labels']['ppid'])})" for p in processes
     }
 
 
@@ -619,3 +643,46 @@ def test_profile_lints_what_it_captured(work, double):
     assert "[resolution] 142 of 192 ranges in scale_loop_kernel" in result.stderr
     (finding,) = manifest.read(work / "cap")["lint"]
     assert (finding["process"], finding["code"]) == ("0x23f", "resolution")
+
+
+def test_overhead_runs_a_warp_trace_pass_and_compares(work, double):
+    env = {**env_for(work, "multi"), "IKET_DOUBLE_WARP_CAPTURE": str(FIXTURES / "multi")}
+    result = profile(double, "-o", "cap", "--overhead", "w.py:workload", cwd=work, env=env)
+    assert result.code == 0, result
+    runs = passes(work)
+    assert len(runs) == 3, "tracker pass, capture pass, then the --warp-trace run"
+    record = manifest.read(work / "cap")
+    assert "--warp-trace" in result.stderr or "--warp-trace" in (work / "cap" / "iket.log").read_text()
+    found = record["overhead"]
+    assert found["error"] is None and found["run_iket_s"] > 0
+    assert record["phases"]["overhead"] == found["run_iket_s"]
+    kernels = {row["kernel"]: row for row in found["kernels"]}
+    assert set(kernels) == {"scale_loop_kernel", "copy_kernel_kernel"}
+    assert kernels["scale_loop_kernel"]["overhead_ns"] == 0, "the double replayed the same capture"
+    assert "iket: overhead: scale_loop_kernel:" in result.stderr
+    assert not (work / "cap" / "overhead").exists(), "the warp-trace run is kept only with --keep"
+    assert manifest.validate(record) == []
+
+
+def test_overhead_that_finds_nothing_warns_but_keeps_the_capture(work, double):
+    (work / "nothing").mkdir()  # the warp-trace run records no process
+    env = {**env_for(work), "IKET_DOUBLE_WARP_CAPTURE": str(work / "nothing")}
+    result = profile(double, "-o", "cap", "--overhead", "--keep", "w.py:workload", cwd=work, env=env)
+    assert result.code == 0, result
+    found = manifest.read(work / "cap")["overhead"]
+    assert found["error"] == "the --warp-trace run recorded none of the instrumented kernels"
+    assert "iket: warning: --overhead: the --warp-trace run recorded none" in result.stderr
+    assert (work / "cap" / "overhead").is_dir(), "kept with --keep"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--warp-trace"], "--overhead compares against a --warp-trace run; drop --warp-trace"),
+        (["--postprocess", "perfetto"], "--overhead reads the JSON traces"),
+    ],
+)
+def test_overhead_refuses_what_it_cannot_compare(work, double, extra, message):
+    result = profile(double, "-o", "cap", "--overhead", *extra, "w.py:workload", cwd=work, env=env_for(work))
+    assert result.code == 2 and message in result.stderr
+    assert not (work / "passes.jsonl").exists(), "refused before anything ran"

@@ -8,6 +8,7 @@ recorded H200 capture: ``$IKET_DOUBLE_CAPTURE/tracker/pid_*`` after the tracker 
 ``$IKET_DOUBLE_CAPTURE/iket/pid_*`` after the capture pass. Without that variable it
 behaves as run-iket does on a machine without a GPU.
 
+A ``--warp-trace`` run replays ``$IKET_DOUBLE_WARP_CAPTURE`` instead, where that is set.
 ``$IKET_DOUBLE_SLEEP`` (seconds) delays each pass, for timeout and interrupt tests.
 ``$IKET_DOUBLE_LAUNCHED`` names a folder where workload processes that "launch a kernel"
 create a file named after their pid; the recorded per-process folders are then renamed
@@ -40,6 +41,8 @@ def _launch(self, tool, tool_config, env={}, job="", extra_env={}):  # noqa: B00
     if delay:
         time.sleep(delay)
     recorded = os.environ.get("IKET_DOUBLE_CAPTURE")
+    if "--warp-trace" in sys.argv and os.environ.get("IKET_DOUBLE_WARP_CAPTURE"):
+        recorded = os.environ["IKET_DOUBLE_WARP_CAPTURE"]
     if recorded and tool and result.returncode == 0:
         launched = _launched_pids(tool)
         for number, pid_dir in enumerate(sorted((Path(recorded) / job).glob("pid_*"))):
