@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -50,6 +51,9 @@ _TRACKER_FAILED = re.compile(r"Tracker failed with return code: (-?\d+)")
 _PASS_FAILED = re.compile(r"exits abnormally with return code: (-?\d+) => Tool: (\w+)")
 _CLUSTER = re.compile(r"^\d+,\d+,\d+$")
 _BUFFER_LINE = re.compile(r"context buffer size: .*\(([\d,]+) bytes\)")
+# The injection library aborts the capture pass with this when it records more than the
+# tracker pass sized the buffer for (seen on the H200 with one extra launch in that pass).
+_BUFFER_TOO_SMALL = re.compile(r"IKET trace buffer is too small.*?at least (\d+) bytes")
 #: Bytes of JSON trace per byte of raw capture (keep256: 11.8 MB raw, 288 MB JSON).
 JSON_PER_RAW_BYTE = 25
 _BUFFER = re.compile(r"^\d+[kKmMgG]?$")
@@ -179,7 +183,10 @@ class Capture:
         return result
 
     def _only(self, kind: str) -> Path:
-        processes = self.processes
+        """The one process's artifact; processes that launched no instrumented kernel
+        (a launcher that only initialised CUDA) do not count."""
+        wanted = {id(p) for p in manifest_mod.instrumented(self.manifest["processes"])}
+        processes = [p for p in self.processes if id(p.info) in wanted]
         if len(processes) != 1:
             raise MultiProcessError(
                 f"this capture holds {len(processes)} processes, so it has no single {kind}",
@@ -475,14 +482,24 @@ class Session:
         tracker = _TRACKER_FAILED.search(text)
         if tracker:
             return CaptureError(
-                f"the workload exited with status {tracker.group(1)} in the tracker pass",
+                f"the workload exited with status {_status(tracker.group(1))} in the tracker pass",
                 phase="tracker",
                 details=details,
             )
         failed_pass = _PASS_FAILED.search(text)
+        too_small = _BUFFER_TOO_SMALL.search(text)
+        if too_small:
+            sized = f", sized from the tracker pass at {self.device_buffer:,}" if self.device_buffer else ""
+            return CaptureError(
+                "the capture pass recorded more than the tracker pass: its trace buffer needed at "
+                f"least {int(too_small.group(1)):,} bytes{sized}, and the workload was aborted",
+                phase="capture",
+                hint=f"{drift.HINT}; or give --context-buffer-size {too_small.group(1)} to capture anyway",
+                details=details,
+            )
         if failed_pass and failed_pass.group(2) == "iket":
             return CaptureError(
-                f"the workload exited with status {failed_pass.group(1)} in the capture pass",
+                f"the workload exited with status {_status(failed_pass.group(1))} in the capture pass",
                 phase="capture",
                 hint="a workload that passes the tracker pass but fails the capture pass often "
                 "launches different kernels or event counts in the two passes",
@@ -658,6 +675,17 @@ def parse_size(text: str) -> int:
         raise UsageError(f"{text!r} is not a size", hint="a number of bytes, optionally with k, M or G")
     scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
     return int(match.group(1)) * scale
+
+
+def _status(code: str) -> str:
+    """``5``, or ``-6 (SIGABRT)`` for a workload killed by a signal."""
+    number = int(code)
+    if number < 0:
+        try:
+            return f"{number} ({signal.Signals(-number).name})"
+        except ValueError:
+            pass
+    return str(number)
 
 
 def _is_noise(line: str) -> bool:

@@ -15,6 +15,7 @@ import time
 from typing import IO, Any
 
 from .capture import Capture, Reporter, human_bytes
+from .manifest import instrumented
 
 PHASE_LABELS = {
     "tracker": "tracker pass",
@@ -110,18 +111,22 @@ class ConsoleReporter(Reporter):
             return
         record = capture.manifest
         took = record["duration_s"]
-        rows = [_row(capture, p) for p in record["processes"]]
+        shown = instrumented(record["processes"])
+        rows = [_row(capture, p) for p in shown]
+        idle = _idle_note([p for p in record["processes"] if p not in shown])
         if self.fancy:
-            self._rich_summary(capture, rows, took)
+            self._rich_summary(capture, rows, took, idle)
             return
         _say(f"iket: captured {len(rows)} process(es) in {took:.1f} s into {capture.output_dir}")
         for pid, kernels, counts, files in rows:
             _say(f"  pid {pid}: {kernels}; {counts}; {files}")
+        if idle:
+            _say(f"iket: {idle}")
         for line in _overhead_lines(record):
             _say(f"iket: overhead: {line}")
         _say(f"iket: open {_what_to_open(capture)}")
 
-    def _rich_summary(self, capture: Capture, rows: list[tuple[str, ...]], took: float) -> None:
+    def _rich_summary(self, capture: Capture, rows: list[tuple[str, ...]], took: float, idle: str) -> None:
         from rich.markup import escape
         from rich.table import Table
 
@@ -131,6 +136,8 @@ class ConsoleReporter(Reporter):
         for row in rows:
             table.add_row(*(escape(cell) for cell in row))
         self._console.print(table)
+        if idle:
+            self._console.print(escape(idle))
         for line in _overhead_lines(capture.manifest):
             self._console.print(f"overhead: {escape(line)}")
         self._console.print(f"open [bold]{escape(_what_to_open(capture))}[/]")
@@ -153,8 +160,20 @@ def _overhead_lines(record: dict[str, Any]) -> list[str]:
     return [describe(row) for row in found["kernels"]]
 
 
+def _idle_note(idle: list[dict[str, Any]]) -> str:
+    """One line on the CUDA processes that launched no instrumented kernel (e.g. torchrun's agent)."""
+    if not idle:
+        return ""
+    named = ", ".join(
+        f"{p['pid_hex']} ({' '.join((p.get('labels') or {}).get('argv') or [])[:60] or 'not Python'})"
+        for p in idle
+    )
+    return f"{len(idle)} more CUDA process(es) launched no instrumented kernel: {named}"
+
+
 def _what_to_open(capture: Capture) -> str:
-    for process in capture.processes:
+    wanted = {id(p) for p in instrumented(capture.manifest["processes"])}
+    for process in [p for p in capture.processes if id(p.info) in wanted]:
         if process.perfetto is not None:
             return f"{process.perfetto} in https://ui.perfetto.dev"
         if process.trace_json is not None:

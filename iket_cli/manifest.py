@@ -33,6 +33,19 @@ _ARTIFACT_RE = re.compile(r"^iket_pid_(0x[0-9a-fA-F]+)(\.trace\.json|\.pftrace\.
 _CHUNK = 1 << 22
 
 
+def instrumented(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The processes that launched an instrumented kernel.
+
+    Every CUDA process under the workload gets a capture, so a launcher that only
+    initialised CUDA (torchrun's agent, a data-loader worker) comes back with an empty
+    trace. Those stay in the manifest (with ``launches: 0``) but are not what a reader
+    wants to see first. Unknown counts (``None``) are kept. If no process launched
+    anything, all are returned, so the caller still reports the capture as it is.
+    """
+    found = [p for p in processes if p.get("launches") != 0]
+    return found or list(processes)
+
+
 def formats_for(postprocess: str) -> list[str]:
     """The formats a ``--postprocess`` choice produces, in a stable order."""
     if postprocess == "all":

@@ -13,6 +13,10 @@ launch duration of each pass, the difference, the difference as a share of the
 uninstrumented duration, and that difference divided by the events one warp recorded in
 a launch (pushes, pops and marks, averaged over the warps): the cost of one event on the
 critical path. Medians, because the first launch of a kernel is often slower.
+
+Both spans are read off a timer that advances in 32 ns steps (on the H200), so a
+difference of one step or less is flagged ``at_resolution_limit``: the instrumentation
+cost of such a kernel is below what the timer can show, and its sign means nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import trace as trace_mod
+from .summary import TIMER_STEP_NS
 
 OVERHEAD_DIR = "overhead"  # inside the staging root; published only with --keep
 
@@ -78,6 +83,7 @@ def compare(
                 "overhead_share": round(cost / bare, 4) if bare > 0 else None,
                 "events_per_warp": round(per_warp, 2),
                 "ns_per_event": round(cost / per_warp, 2) if per_warp > 0 else None,
+                "at_resolution_limit": abs(cost) <= TIMER_STEP_NS,
             }
         )
     return sorted(rows, key=lambda r: -r["overhead_ns"])
@@ -94,6 +100,8 @@ def describe(row: dict[str, Any]) -> str:
     """One line for the console: ``kernel: 1.23 µs → 1.50 µs (+22%, 4.1 ns/event)``."""
     share = "" if row["overhead_share"] is None else f"{row['overhead_share']:+.0%}"
     per_event = "" if row["ns_per_event"] is None else f", {row['ns_per_event']:.1f} ns per event"
+    if row["at_resolution_limit"]:
+        per_event = f", within the timer's {TIMER_STEP_NS} ns step: too small to measure"
     return (
         f"{row['kernel']}: {row['uninstrumented_ns']:,} ns without instrumentation, "
         f"{row['instrumented_ns']:,} ns with ({share}{per_event}; median of "

@@ -25,7 +25,7 @@ def find_traces(location: Path) -> list[tuple[str, Path]]:
         record = manifest_mod.read(folder)
         found = [
             (labels.describe(p).removeprefix("pid "), folder / p["artifacts"]["trace_json"]["path"])
-            for p in record["processes"]
+            for p in manifest_mod.instrumented(record["processes"])
             if "trace_json" in p["artifacts"]
         ]
     elif location.is_dir():

@@ -246,8 +246,9 @@ def test_drift_between_the_passes_is_caught(work):
             in (record["drift"])
         )
         assert "tracker and capture passes differ" in proc.stderr
-    else:  # the extra launch broke the capture pass: the error says why
-        assert "in the capture pass" in proc.stderr and "different kernels" in proc.stderr
+    else:  # the H200 case: the extra launch overflows the buffer sized by the tracker pass
+        assert "the capture pass recorded more than the tracker pass" in proc.stderr
+        assert "the same kernels the same number of times" in proc.stderr
 
 
 def test_overhead_of_multi_kernel(work):
@@ -280,9 +281,11 @@ def test_torchrun_two_ranks_labelled_then_merged(work):
     keep("torchrun", work / "ranks")
     assert proc.returncode == 0
     record = json.loads((work / "ranks" / "manifest.json").read_text())
-    ranks = sorted((p["labels"]["rank"], p["labels"]["world_size"]) for p in record["processes"])
+    ranked = [p for p in record["processes"] if p["launches"]]  # torchrun's agent launched none
+    ranks = sorted((p["labels"]["rank"], p["labels"]["world_size"]) for p in ranked)
     assert ranks == [(0, 2), (1, 2)], "two traces, one per rank"
-    for process in record["processes"]:
+    assert "launched no instrumented kernel" in proc.stderr
+    for process in ranked:
         assert process["kernels"][0]["name"] == "scale_loop_kernel"
         assert "H200" in process["labels"]["gpu"]
     shown = iket("show", "ranks", cwd=work).stdout + iket("show", "ranks", cwd=work).stderr
@@ -291,7 +294,7 @@ def test_torchrun_two_ranks_labelled_then_merged(work):
     merged = iket("merge", "merged", "ranks", "affine", "--timeline", cwd=work)
     assert merged.returncode == 0
     record = json.loads((work / "merged" / "manifest.json").read_text())
-    assert len(record["processes"]) == 3
+    assert len([p for p in record["processes"] if p["launches"]]) == 3
     assert (work / "merged" / "timeline.pftrace").stat().st_size > 0
     shown = iket("show", "merged", "--format", "json", cwd=work)
     assert shown.returncode == 0 and len(json.loads(shown.stdout)["processes"]) == 3

@@ -11,7 +11,7 @@ mkdir -p "$out" "$keep"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 echo "== versions"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -m iket_cli --version
-if [[ $part == checks || $part == all ]]; then
+if [[ $part == checks || $part == all || -n ${CHECKS_K:-} ]]; then
   echo "== iket --help start-up (10 runs)"
   python3 - <<'PY'
 import statistics, subprocess, sys, time
@@ -27,7 +27,7 @@ except SystemExit: pass
 print('heavy modules in parent:', sorted(m for m in sys.modules if m.split('.')[0] in ('torch','tvm_tirx','cuda','iket')))"
   echo "== iket doctor"; python3 -m iket_cli doctor | tee "$keep/doctor.txt"
   echo "== GPU checks"
-  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_check.py -v -s -p no:cacheprovider -o addopts="" \
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_check.py -v -s -p no:cacheprovider -o addopts="" ${CHECKS_K:+-k "$CHECKS_K"} \
     > "$keep/gpu_check.log" 2>&1
   grep -E "PASSED|FAILED|ERROR|postprocess phase|passed|failed" "$keep/gpu_check.log" | tail -30
 fi

@@ -58,6 +58,7 @@ def test_overhead_per_kernel_from_warp_spans(tmp_path):
             "overhead_share": 0.5556,
             "events_per_warp": 2.5,
             "ns_per_event": 100.0,
+            "at_resolution_limit": False,
         }
     ], "the kernel only the plain run launched (PyTorch's) is left out"
     assert "k: 450 ns without instrumentation, 700 ns with (+56%, 100.0 ns per event" in overhead.describe(
@@ -75,4 +76,19 @@ def test_the_same_capture_on_both_sides_costs_nothing():
     rows = {r["kernel"]: r for r in overhead.compare([multi], [multi])}
     assert set(rows) == {"scale_loop_kernel", "copy_kernel_kernel"}
     assert all(r["overhead_ns"] == 0 and r["overhead_share"] == 0 for r in rows.values())
+    assert all(r["at_resolution_limit"] for r in rows.values())
     assert rows["scale_loop_kernel"]["launches"] == 3
+
+
+def test_the_h200_warp_trace_run_of_multi_kernel():
+    """The real --overhead pair from the H200 (scripts/gpu_check.py): these kernels are so
+    short that the instrumentation's cost hides below one 32 ns timer step."""
+    multi = trace.load(next((FIXTURES / "multi").glob("*.trace.json")))
+    rows = overhead.measure(FIXTURES / "multi", FIXTURES / "warp_multi")
+    assert len(overhead.compare([multi], [])) == 0
+    by_kernel = {r["kernel"]: r for r in rows}
+    assert set(by_kernel) == {"scale_loop_kernel", "copy_kernel_kernel"}, "PyTorch's kernels left out"
+    scale = by_kernel["scale_loop_kernel"]
+    assert (scale["launches"], scale["uninstrumented_launches"], scale["events_per_warp"]) == (3, 3, 12.0)
+    assert all(r["at_resolution_limit"] for r in rows)
+    assert "too small to measure" in overhead.describe(scale)
