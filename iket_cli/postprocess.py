@@ -58,7 +58,7 @@ class Task:
         if self.export == "json":
             return [f"{stem}.trace.json"]
         names = [f"{stem}.pftrace"] if "perfetto" in self.formats else []
-        return names + ([f"{stem}.html", f"{stem}.pftrace.gz"] if "html" in self.formats else [])
+        return names + ([f"{stem}.pftrace.gz"] if "html" in self.formats else [])
 
 
 @dataclass
@@ -88,7 +88,9 @@ def plan(capture_dir: Path, formats: list[str]) -> list[Task]:
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise UsageError(f"unknown format {unknown[0]!r}", hint=f"use {', '.join(FORMATS)} or all")
-    exports = (["json"] if "json" in formats else []) + (
+    # The HTML report is built from the JSON trace (see report.py), and carries the
+    # gzip'd Perfetto trace beside it for its "Open in Perfetto UI" button.
+    exports = (["json"] if {"json", "html"} & set(formats) else []) + (
         ["perfetto"] if {"perfetto", "html"} & set(formats) else []
     )
     tasks = [
@@ -316,23 +318,24 @@ def _write_perfetto(task: Task, trace: bytes) -> list[str]:
     if "perfetto" in task.formats:
         written.append(_write_bytes(task.out_dir / f"{stem}.pftrace", trace))
     if "html" in task.formats:
-        gz_name = f"{stem}.pftrace.gz"
-        written.append(
-            _write_bytes(task.out_dir / gz_name, gzip.compress(trace, compresslevel=GZIP_LEVEL, mtime=0))
-        )
-        html = _html_template().replace("{{TRACE_URL}}", gz_name).replace("{{TITLE}}", stem)
-        written.append(_write_text(task.out_dir / f"{stem}.html", html))
+        gz = gzip.compress(trace, compresslevel=GZIP_LEVEL, mtime=0)
+        written.append(_write_bytes(task.out_dir / f"{stem}.pftrace.gz", gz))
     return written
 
 
-def _html_template() -> str:
-    """run-iket's own viewer page, so the ``.html`` is the one it writes."""
-    import warnings
+def finish_html(capture_dir: Path, record: dict, formats: list[str]) -> list[dict]:
+    """Write each process's offline report, drop JSON traces made only for it, and return
+    the processes rescanned (their counts kept from ``record``, which had the JSON)."""
+    from . import manifest as manifest_mod
+    from . import report
 
-    with warnings.catch_warnings():  # iket.profiler imports a deprecated importlib API
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from iket.profiler.perfetto_viewer_template import HTML_TEMPLATE
-    return HTML_TEMPLATE
+    report.write_for_capture(capture_dir, record)
+    if "json" not in formats:
+        for process in record["processes"]:
+            trace_json = process["artifacts"].get("trace_json")
+            if trace_json:
+                (capture_dir / trace_json["path"]).unlink(missing_ok=True)
+    return manifest_mod.rescan(capture_dir, record["processes"])
 
 
 def _write_text(path: Path, text: str) -> str:
@@ -400,6 +403,9 @@ def postprocess_capture(
         record = _new_manifest(capture_dir, started)
     failures = [o for o in outcomes if o.error]
     record["processes"] = manifest_mod.scan_processes(capture_dir)
+    if "html" in formats:
+        record["processes"] = finish_html(capture_dir, record, formats)
+        seconds = round(time.monotonic() - t0, 3)
     record["postprocess"] = [f for f in FORMATS if f in set(record["postprocess"]) | set(formats)]
     record["phases"] = {**record["phases"], "postprocess": seconds}
     record["status"] = "failed" if failures else record["status"]

@@ -58,23 +58,25 @@ def summarize(location: Path, *, by: str = "kernel", top: int | None = None, **f
         raise UsageError(f"unknown --by {by!r}", hint=f"use one of {', '.join(GROUPINGS)}")
     result = []
     for label, path in find_traces(location):
-        loaded = trace_mod.load(path)
-        findings = lint_mod.lint(loaded)
-        chosen = trace_mod.select(loaded, **filters)
-        for group, part in _groups(chosen, by):
-            kernels = [k for k in summary_mod.summarize(part) if k.ranges or k.markers]
-            for kernel in kernels:
-                kernel.ranges = kernel.ranges[:top] if top else kernel.ranges
-            result.append(
-                {
-                    "process": label,
-                    "trace": str(path),
-                    "group": group,
-                    "kernels": kernels,
-                    "findings": findings,
-                }
-            )
-            findings = []  # reported once per trace, with its first group
+        result += summarize_loaded(label, path, trace_mod.load(path), by=by, top=top, **filters)
+    return result
+
+
+def summarize_loaded(
+    label: str, path: Path, loaded: trace_mod.Trace, *, by: str = "kernel", top: int | None = None, **filters
+) -> list[dict]:
+    """:func:`summarize` of one trace already in memory (``iket report`` loads it once)."""
+    result = []
+    findings = lint_mod.lint(loaded)
+    chosen = trace_mod.select(loaded, **filters)
+    for group, part in _groups(chosen, by):
+        kernels = [k for k in summary_mod.summarize(part) if k.ranges or k.markers]
+        for kernel in kernels:
+            kernel.ranges = kernel.ranges[:top] if top else kernel.ranges
+        result.append(
+            {"process": label, "trace": str(path), "group": group, "kernels": kernels, "findings": findings}
+        )
+        findings = []  # reported once per trace, with its first group
     return result
 
 
@@ -185,12 +187,17 @@ def render_markdown(processes: list[dict], out: IO[str]) -> None:
         out.write("| " + " | ".join(cells) + " |\n")
 
 
-def render_json(processes: list[dict], out: IO[str]) -> None:
+def to_json(processes: list[dict]) -> dict:
+    """``iket show --format json``'s document (``iket report`` embeds the same)."""
     data = [
         {**p, "kernels": summary_mod.to_dict(p["kernels"]), "findings": [f.to_dict() for f in p["findings"]]}
         for p in processes
     ]
-    out.write(json.dumps({"processes": data}, indent=2) + "\n")
+    return {"processes": data}
+
+
+def render_json(processes: list[dict], out: IO[str]) -> None:
+    out.write(json.dumps(to_json(processes), indent=2) + "\n")
 
 
 def duration(ns: float | None) -> str:

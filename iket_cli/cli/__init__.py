@@ -52,6 +52,7 @@ def cli() -> None:
     iket show DIR                     summarise a capture per kernel, range and mark
     iket diff BASE NEW --fail-over 5%  compare two captures; exit 1 on a slowdown
     iket merge OUT CAPTURE...         one capture from several (one per node)
+    iket report DIR                   one offline HTML file: metadata, tables, timeline
     iket lint DIR                     instrumentation problems (cached kernels, names, resolution)
     iket doctor                       can this machine capture? what is missing?
 
@@ -61,13 +62,14 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from . import diff, doctor, lint, merge, postprocess, profile, run, show
+    from . import diff, doctor, lint, merge, postprocess, profile, report, run, show
 
     cli.add_command(profile.command)
     cli.add_command(run.command)
     cli.add_command(postprocess.command)
     cli.add_command(show.command)
     cli.add_command(diff.command)
+    cli.add_command(report.command)
     cli.add_command(merge.command)
     cli.add_command(lint.command)
     cli.add_command(doctor.command)

@@ -28,7 +28,13 @@ from ..errors import CaptureError
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True
 )
-def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str) -> int:
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a side-by-side HTML report (offline, one file) here.",
+)
+def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, html_out: Path | None) -> int:
     """Compare BASE and NEW (capture directories, manifests or traces).
 
     A range counts as slower only when its statistic grew by more than the threshold, by
@@ -39,6 +45,14 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str) -
 
     changes = diff.compare(base, new, stat=stat, fail_over=fail_over)
     diff.render(changes, fmt, sys.stdout, stat)
+    if html_out is not None:
+        from dataclasses import asdict
+
+        from .. import report
+
+        page = report.build_diff(base, new, [asdict(c) for c in changes], stat)
+        report.write_text(html_out, page)
+        sys.stderr.write(f"iket: wrote {html_out}\n")
     regressions = [c for c in changes if c.regression]
     if regressions:
         worst = regressions[0]

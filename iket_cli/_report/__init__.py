@@ -1,0 +1,1 @@
+"""The page template of ``iket report`` (package data)."""
