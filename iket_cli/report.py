@@ -119,16 +119,16 @@ def write_for_capture(capture_dir: Path, record: dict[str, Any]) -> list[str]:
         trace_json = process["artifacts"].get("trace_json")
         if not trace_json:
             continue
-        path = capture_dir / trace_json["path"]
-        loaded = trace_mod.load(path)
+        loaded = trace_mod.load(capture_dir / trace_json["path"])
         label = labels.describe(process).removeprefix("pid ")
         stem = f"iket_pid_{process['pid_hex']}"
+        shown = Path(trace_json["path"])  # relative: the capture is still in its staging folder
         data = {
             "kind": "capture",
             "title": f"{stem} · {record['target'].get('display', '')}".strip(" ·"),
             "meta": _meta(record),
-            "stats": _stats([(label, path, loaded)]),
-            "timelines": _timelines([(label, path, loaded)]),
+            "stats": _stats([(label, shown, loaded)]),
+            "timelines": _timelines([(label, shown, loaded)]),
             "perfetto": _perfetto_file(capture_dir / f"{stem}.pftrace.gz"),
         }
         written.append(write_text(capture_dir / f"{stem}.html", render(data)).name)

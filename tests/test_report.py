@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -69,6 +70,12 @@ def test_the_report_carries_the_manifest_and_a_small_perfetto_trace(tmp_path, do
     )
     assert result.code == 0, result
     data = report.embedded(tmp_path / "cap" / "iket_pid_0x204.html")
+    shown = run_iket("show", tmp_path / "cap", "--format", "json", cwd=tmp_path)
+    (expected,) = json.loads(shown.stdout)["processes"]
+    (embedded,) = data["stats"]
+    assert embedded.pop("trace") == "iket_pid_0x204.trace.json", "relative: no staging folder leaks"
+    assert Path(expected.pop("trace")).name == "iket_pid_0x204.trace.json"
+    assert embedded == expected
     assert data["meta"]["command"].startswith("iket profile")
     assert data["meta"]["phases"]["capture"] > 0
     assert data["perfetto"]["name"] == "iket_pid_0x204.pftrace.gz" and data["perfetto"]["b64"]
