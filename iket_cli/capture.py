@@ -489,7 +489,9 @@ class Session:
         failed_pass = _PASS_FAILED.search(text)
         too_small = _BUFFER_TOO_SMALL.search(text)
         if too_small:
-            sized = f", sized from the tracker pass at {self.device_buffer:,}" if self.device_buffer else ""
+            sized = ""
+            if self.device_buffer:
+                sized = f", sized from the tracker pass at {self.device_buffer:,} bytes"
             return CaptureError(
                 "the capture pass recorded more than the tracker pass: its trace buffer needed at "
                 f"least {int(too_small.group(1)):,} bytes{sized}, and the workload was aborted",

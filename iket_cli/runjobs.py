@@ -93,7 +93,8 @@ def run(
     started = datetime.now(timezone.utc)
     with ThreadPoolExecutor(max_workers=max(1, count)) as pool:
         results = [r for r in pool.map(one, jobs) if r is not None]
-    write_manifest(root, results, started)
+    gate = None if baseline_root is None else {"baseline": str(baseline_root), "fail_over": fail_over}
+    write_manifest(root, results, started, gate)
     return results
 
 
@@ -195,13 +196,17 @@ def _tail(log: Path | None, lines: int = 40) -> list[str]:
     return log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
 
 
-def write_manifest(root: Path, results: list[JobResult], started: datetime) -> Path:
+def write_manifest(
+    root: Path, results: list[JobResult], started: datetime, gate: dict[str, Any] | None = None
+) -> Path:
+    """``run-manifest.json``; ``gate`` (``baseline``, ``fail_over``) says what the jobs were gated on."""
     root.mkdir(parents=True, exist_ok=True)
     record = {
         "schema_version": SCHEMA_VERSION,
         "started_at": started.isoformat(timespec="milliseconds"),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "status": "failed" if any(r.status in FAILING for r in results) else "ok",
+        "gate": gate,
         "jobs": [asdict(r) for r in results],
     }
     path = root / RUN_MANIFEST

@@ -503,14 +503,28 @@ def test_env_cwd_and_python_reach_both_passes(work, double, tmp_path):
     assert record["cwd"] == str(inner) and record["argv"][0] == str(wrapper)
 
 
-def test_processes_are_labelled_by_rank(work, double, tmp_path):
-    """Two 'ranks' launched like torchrun would: the hook labels each captured process."""
+# A workload's child that "launches a kernel": it names itself to the double, which then
+# replays one recorded process per such child (see tests/fakes/run_iket_double.py).
+LAUNCHER_CHILD = (
+    "import os, subprocess, sys\n"
+    "CHILD = \"import os; open(os.path.join(os.environ['LAUNCHED'], str(os.getpid())), 'w').close()\"\n"
+)
+
+
+def capture_children(work: Path, double, tmp_path: Path, target: str) -> list[dict]:
+    """Capture ``target`` (whose children launch) replaying the two-process spawn capture."""
     launched = tmp_path / "launched"
     launched.mkdir()
+    env = {**replay("spawn"), "IKET_DOUBLE_LAUNCHED": str(launched), "LAUNCHED": str(launched)}
+    result = profile(double, "-o", "cap", target, cwd=work, env=env)
+    assert result.code == 0, result
+    return manifest.read(work / "cap")["processes"]
+
+
+def test_processes_are_labelled_by_rank(work, double, tmp_path):
+    """Two 'ranks' launched like torchrun would: the hook labels each captured process."""
     (work / "ranks.py").write_text(
-        "import os, subprocess, sys\n"
-        "CHILD = \"import os; open(os.path.join(os.environ['LAUNCHED'], str(os.getpid())), 'w').close()\"\n"
-        "def rank_env(r):\n"
+        LAUNCHER_CHILD + "def rank_env(r):\n"
         "    return {**os.environ, 'RANK': str(r), 'LOCAL_RANK': str(r), 'WORLD_SIZE': '2',\n"
         "            'CUDA_VISIBLE_DEVICES': str(r)}\n"
         "def workload():\n"
@@ -518,10 +532,7 @@ def test_processes_are_labelled_by_rank(work, double, tmp_path):
         "    for p in procs:\n"
         "        p.wait()\n"
     )
-    env = {**replay("spawn"), "IKET_DOUBLE_LAUNCHED": str(launched), "LAUNCHED": str(launched)}
-    result = profile(double, "-o", "cap", "ranks.py:workload", cwd=work, env=env)
-    assert result.code == 0, result
-    processes = manifest.read(work / "cap")["processes"]
+    processes = capture_children(work, double, tmp_path, "ranks.py:workload")
     assert len(processes) == 2
     by_rank = {p["labels"]["rank"]: p for p in processes}
     assert set(by_rank) == {0, 1}
@@ -538,18 +549,10 @@ def test_processes_are_labelled_by_rank(work, double, tmp_path):
 
 
 def test_children_of_a_spawner_are_labelled_by_their_parent(work, double, tmp_path):
-    launched = tmp_path / "launched"
-    launched.mkdir()
     (work / "spawner.py").write_text(
-        "import os, subprocess, sys\n"
-        "CHILD = \"import os; open(os.path.join(os.environ['LAUNCHED'], str(os.getpid())), 'w').close()\"\n"
-        "for _ in range(2):\n"
-        "    subprocess.run([sys.executable, '-c', CHILD], check=True)\n"
+        LAUNCHER_CHILD + "for _ in range(2):\n    subprocess.run([sys.executable, '-c', CHILD], check=True)\n"
     )
-    env = {**replay("spawn"), "IKET_DOUBLE_LAUNCHED": str(launched), "LAUNCHED": str(launched)}
-    result = profile(double, "-o", "cap", "spawner.py", cwd=work, env=env)
-    assert result.code == 0, result
-    processes = manifest.read(work / "cap")["processes"]
+    processes = capture_children(work, double, tmp_path, "spawner.py")
     parents = {p["labels"]["ppid"] for p in processes}
     assert len(processes) == 2 and len(parents) == 1, "two children of one spawner"
     assert all(p["labels"]["parent_argv"][-1].endswith("spawner.py") for p in processes)
@@ -577,7 +580,7 @@ def test_a_capture_pass_that_outgrows_its_buffer_is_explained(work, double):
     assert result.code == 1, result
     assert (
         "iket: error: the capture pass recorded more than the tracker pass: its trace buffer needed "
-        "at least 96 bytes, sized from the tracker pass at 55, and the workload was aborted"
+        "at least 96 bytes, sized from the tracker pass at 55 bytes, and the workload was aborted"
     ) in result.stderr
     assert "the same kernels the same number of times" in result.stderr
     assert "--context-buffer-size 96" in result.stderr
