@@ -113,6 +113,8 @@ def _bring(source: Path, record: dict, folder: Path, name: str, copy: bool) -> l
 
 
 def _place(src: Path, dest: Path, copy: bool) -> None:
+    if dest.exists():  # a manifest that names one file twice: it is already in place
+        return
     if not copy:
         try:
             os.link(src, dest)
@@ -174,9 +176,10 @@ def _offsets(inputs: list[Path], names: list[str], given: dict[str, int]) -> dic
 
 def _timeline(folder: Path, processes: list[dict], offsets: dict[str, int]) -> str:
     from . import labels, pftrace
+    from .manifest import instrumented
 
     sources = []
-    for process in processes:
+    for process in instrumented(processes):  # not torchrun's agent and other empty captures
         artifact = process["artifacts"].get("perfetto")
         if artifact is None:
             continue

@@ -93,3 +93,29 @@ def test_one_timeline_of_every_process(two_nodes):
     assert names == ["node-a · pid 0x204", "node-b · pid 0x23f"]
     bad = run_iket("merge", "m2", caps / "node-a", caps / "node-b", "--offset", "node-c=5", cwd=two_nodes)
     assert bad.code == 2 and "not one of the captures" in bad.stderr
+
+
+def test_the_timeline_leaves_out_processes_without_launches(two_nodes):
+    """torchrun's agent comes back as an empty capture: no track of its own on the timeline."""
+    node_a = two_nodes / "caps" / "node-a"
+    record = manifest.read(node_a)
+    artifacts = {}
+    for kind, artifact in record["processes"][0]["artifacts"].items():
+        name = artifact["path"].replace("0x204", "0x1")
+        shutil.copy(node_a / artifact["path"], node_a / name)
+        artifacts[kind] = {**artifact, "path": name}
+    empty = {**record["processes"][0], "pid": 1, "pid_hex": "0x1", "launches": 0, "kernels": []}
+    record["processes"].append({**empty, "artifacts": artifacts})
+    manifest.write(node_a, record)
+    result = run_iket("merge", "m", node_a, two_nodes / "caps" / "node-b", "--timeline", cwd=two_nodes)
+    assert result.code == 0, result
+    from test_pftrace import tracks
+
+    from iket_cli import pftrace
+
+    roots = [
+        d[pftrace.DESCRIPTOR_NAME][0].decode()
+        for d in tracks((two_nodes / "m" / "timeline.pftrace").read_bytes())
+        if pftrace.DESCRIPTOR_PARENT_UUID not in d
+    ]
+    assert len(roots) == 2 and not any("0x1 " in r or r.endswith("0x1") for r in roots), roots

@@ -63,3 +63,22 @@ def test_merge_keeps_everything_apart_and_labelled():
     assert stamps[:n] == original[:n] and stamps[n:] == [t + 1000 for t in original[n:]]
     sequences = {p[pftrace.PACKET_SEQUENCE_ID][0] for p in packets(merged) if pftrace.PACKET_SEQUENCE_ID in p}
     assert len(sequences) == 2, "one packet sequence per source"
+
+
+def test_the_h200_merged_timeline_of_two_ranks_and_a_capture():
+    """`iket merge merged ranks affine --timeline` on the H200 (scripts/gpu_check.py): two
+    torchrun ranks and a separate capture, one root track each, nothing shared. (It was
+    made before empty captures were left out, so torchrun's agent is there too.)"""
+    merged = (FIXTURES / "merged_h200.pftrace").read_bytes()
+    descriptors = tracks(merged)
+    roots = [
+        d[pftrace.DESCRIPTOR_NAME][0].decode() for d in descriptors if pftrace.DESCRIPTOR_PARENT_UUID not in d
+    ]
+    assert roots[1:] == [
+        "ranks · vm · rank 0 (pid 0x333)",
+        "ranks · vm · rank 1 (pid 0x334)",
+        "affine · vm · pid 0x373",
+    ]
+    uuids = [d[pftrace.DESCRIPTOR_UUID][0] for d in descriptors]
+    assert len(uuids) == len(set(uuids))
+    assert set(event_uuids(merged)) <= set(uuids)
