@@ -24,7 +24,7 @@ def find_traces(location: Path) -> list[tuple[str, Path]]:
     if (folder / MANIFEST_NAME).is_file():
         record = manifest_mod.read(folder)
         found = [
-            (labels.describe(p).removeprefix("pid "), folder / p["artifacts"]["trace_json"]["path"])
+            (_label(p), folder / p["artifacts"]["trace_json"]["path"])
             for p in manifest_mod.instrumented(record["processes"])
             if "trace_json" in p["artifacts"]
         ]
@@ -41,6 +41,12 @@ def find_traces(location: Path) -> list[tuple[str, Path]]:
             hint="capture with --postprocess all or json, or run: iket postprocess DIR --format json",
         )
     return found
+
+
+def _label(process: dict) -> str:
+    """``rank 1 (pid 0x2b5)``; in a merged capture prefixed by its input: ``node-a/0x204``."""
+    label = labels.describe(process).removeprefix("pid ")
+    return f"{process['folder']}/{label}" if process.get("folder") else label
 
 
 GROUPINGS = ("kernel", "launch", "cta", "warp", "sm")

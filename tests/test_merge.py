@@ -45,6 +45,7 @@ def test_merge_links_artifacts_and_lists_every_process(two_nodes):
     assert merged_trace.stat().st_ino == (caps / "node-b" / "iket_pid_0x23f.trace.json").stat().st_ino
     shown = run_iket("show", two_nodes / "merged", "--format", "csv", cwd=two_nodes)
     kernels = {line.split(",")[2] for line in shown.stdout.splitlines()[1:]}
+    assert {line.split(",")[0] for line in shown.stdout.splitlines()[1:]} == {"node-a/0x204", "node-b/0x23f"}
     assert kernels == {"profiled_affine_kernel", "scale_loop_kernel", "copy_kernel_kernel"}
     same = run_iket("diff", two_nodes / "merged", two_nodes / "merged", "--fail-over", "1%", cwd=two_nodes)
     assert same.code == 0, same
