@@ -7,16 +7,13 @@ renderer (table, JSON, and later reports) shows the same numbers.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 
 from .trace import Launch, Trace
 
 #: The H200's global timer advances in steps of 32 ns: shorter durations read 0 or 32.
 TIMER_STEP_NS = 32
-#: How far back a marker looks for an enclosing range among earlier-starting ones.
-_NESTING_LIMIT = 64
 
 
 @dataclass
@@ -88,20 +85,15 @@ def summarize(trace: Trace) -> list[KernelSummary]:
 def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
     durations: dict[int, list[int]] = defaultdict(list)
     offsets: dict[int, list[int]] = defaultdict(list)
-    counts: dict[int, int] = defaultdict(int)
+    counts: Counter[int] = Counter()
     warp_times: list[int] = []
     for launch in launches:
         r = launch.ranges
         for idx, start, end in zip(r.name, r.start, r.end, strict=True):
             durations[idx].append(end - start)
         warp_times.extend(e - s for s, e in zip(launch.warps.start, launch.warps.end, strict=True))
-        enclosing = _enclosing_starts(launch)
-        m = launch.markers
-        for idx, loc, ts in zip(m.name, m.loc, m.start, strict=True):
-            counts[idx] += 1
-            start = enclosing(loc, ts)
-            if start is not None:
-                offsets[idx].append(ts - start)
+        counts.update(Counter(launch.markers.name))
+        _mark_offsets(launch, offsets)
     warp_total = sum(warp_times)
     ranges = [
         RangeRow(trace.name(idx), stats(values), sum(values) / warp_total if warp_total else None)
@@ -120,28 +112,37 @@ def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
     )
 
 
-def _enclosing_starts(launch: Launch):
-    """A function (loc, ts) -> start of the innermost range of that warp holding ts."""
-    per_loc: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    r = launch.ranges
+def _mark_offsets(launch: Launch, offsets: dict[int, list[int]]) -> None:
+    """Each mark's offset from the start of the innermost range of its warp that holds it
+    (the latest-starting one still open), appended to ``offsets[name]``.
+
+    One sweep per warp over its ranges and marks in time order, with a stack of the ranges
+    begun so far: ranges that ended are dropped from the top as the marks move on, so the
+    top is always the innermost open range. No per-mark search, no depth limit.
+    """
+    r, m = launch.ranges, launch.markers
+    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for loc, start, end in zip(r.loc, r.start, r.end, strict=True):
-        per_loc[loc].append((start, end))
-    starts: dict[int, list[int]] = {}
-    for loc, spans in per_loc.items():
-        spans.sort()
-        starts[loc] = [s for s, _ in spans]
-
-    def find(loc: int, ts: int) -> int | None:
-        spans = per_loc.get(loc)
-        if not spans:
-            return None
-        i = bisect_right(starts[loc], ts) - 1
-        for j in range(i, max(-1, i - _NESTING_LIMIT), -1):
-            if spans[j][1] >= ts:
-                return spans[j][0]
-        return None
-
-    return find
+        spans[loc].append((start, end))
+    marks: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for loc, ts, idx in zip(m.loc, m.start, m.name, strict=True):
+        marks[loc].append((ts, idx))
+    for loc, found in marks.items():
+        held = spans.get(loc)
+        if not held:
+            continue
+        held.sort()
+        found.sort()
+        stack: list[tuple[int, int]] = []
+        j, count = 0, len(held)
+        for ts, idx in found:
+            while j < count and held[j][0] <= ts:
+                stack.append(held[j])
+                j += 1
+            while stack and stack[-1][1] < ts:
+                stack.pop()
+            if stack:
+                offsets[idx].append(ts - stack[-1][0])
 
 
 def to_dict(summary: list[KernelSummary]) -> list[dict]:
