@@ -182,11 +182,16 @@ class Capture:
             result.append(Process(info["pid"], at("trace_json"), at("perfetto"), at("html"), info))
         return result
 
+    @property
+    def instrumented(self) -> list[Process]:
+        """The processes that launched an instrumented kernel (see manifest.instrumented)."""
+        wanted = manifest_mod.instrumented(self.manifest["processes"])
+        return [p for p in self.processes if p.info in wanted]
+
     def _only(self, kind: str) -> Path:
         """The one process's artifact; processes that launched no instrumented kernel
         (a launcher that only initialised CUDA) do not count."""
-        wanted = {id(p) for p in manifest_mod.instrumented(self.manifest["processes"])}
-        processes = [p for p in self.processes if id(p.info) in wanted]
+        processes = self.instrumented
         if len(processes) != 1:
             raise MultiProcessError(
                 f"this capture holds {len(processes)} processes, so it has no single {kind}",

@@ -172,8 +172,7 @@ def _idle_note(idle: list[dict[str, Any]]) -> str:
 
 
 def _what_to_open(capture: Capture) -> str:
-    wanted = {id(p) for p in instrumented(capture.manifest["processes"])}
-    for process in [p for p in capture.processes if id(p.info) in wanted]:
+    for process in capture.instrumented:
         if process.perfetto is not None:
             return f"{process.perfetto} in https://ui.perfetto.dev"
         if process.trace_json is not None:
