@@ -172,7 +172,11 @@ def _idle_note(idle: list[dict[str, Any]]) -> str:
 
 
 def _what_to_open(capture: Capture) -> str:
+    """The offline report first (any browser, no network), else the Perfetto trace."""
     for process in capture.instrumented:
+        if process.html is not None:
+            also = f", or {process.perfetto.name} in https://ui.perfetto.dev" if process.perfetto else ""
+            return f"{process.html} in a browser (works offline){also}"
         if process.perfetto is not None:
             return f"{process.perfetto} in https://ui.perfetto.dev"
         if process.trace_json is not None:

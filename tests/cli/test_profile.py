@@ -737,7 +737,7 @@ def test_a_cuda_process_without_instrumented_kernels_is_set_aside(work, double, 
     assert [(p["pid_hex"], p["launches"]) for p in record["processes"]] == [("0x100", 0), ("0x204", 1)]
     assert "captured 1 process(es)" in result.stderr
     assert "1 more CUDA process(es) launched no instrumented kernel: 0x100" in result.stderr
-    assert "open " + str(work / "cap" / "iket_pid_0x204.pftrace") in result.stderr
+    assert "open " + str(work / "cap" / "iket_pid_0x204.html") + " in a browser" in result.stderr
     shown = run_iket("show", work / "cap", "--format", "csv", cwd=work)
     assert {line.split(",")[0] for line in shown.stdout.splitlines()[1:]} == {"0x204"}
     from iket_cli import Capture
