@@ -323,9 +323,12 @@ def _write_perfetto(task: Task, trace: bytes) -> list[str]:
     return written
 
 
-def finish_html(capture_dir: Path, record: dict, formats: list[str]) -> list[dict]:
-    """Write each process's offline report, drop JSON traces made only for it, and return
-    the processes rescanned (their counts kept from ``record``, which had the JSON)."""
+def finish_html(
+    capture_dir: Path, record: dict, formats: list[str], kept: frozenset[str] = frozenset()
+) -> list[dict]:
+    """Write each process's offline report, drop JSON traces made only for it (not those
+    named in ``kept``, which were there before), and return the processes rescanned (their
+    counts kept from ``record``, which had the JSON)."""
     from . import manifest as manifest_mod
     from . import report
 
@@ -333,7 +336,7 @@ def finish_html(capture_dir: Path, record: dict, formats: list[str]) -> list[dic
     if "json" not in formats:
         for process in record["processes"]:
             trace_json = process["artifacts"].get("trace_json")
-            if trace_json:
+            if trace_json and trace_json["path"] not in kept:
                 (capture_dir / trace_json["path"]).unlink(missing_ok=True)
     return manifest_mod.rescan(capture_dir, record["processes"])
 
@@ -395,6 +398,7 @@ def postprocess_capture(
         )
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
+    had_json = frozenset(p.name for p in capture_dir.glob("iket_pid_*.trace.json"))
     outcomes = run(tasks, jobs=jobs, progress=progress)
     seconds = round(time.monotonic() - t0, 3)
     if (capture_dir / MANIFEST_NAME).is_file():
@@ -404,7 +408,7 @@ def postprocess_capture(
     failures = [o for o in outcomes if o.error]
     record["processes"] = manifest_mod.scan_processes(capture_dir)
     if "html" in formats:
-        record["processes"] = finish_html(capture_dir, record, formats)
+        record["processes"] = finish_html(capture_dir, record, formats, had_json)
         seconds = round(time.monotonic() - t0, 3)
     record["postprocess"] = [f for f in FORMATS if f in set(record["postprocess"]) | set(formats)]
     record["phases"] = {**record["phases"], "postprocess": seconds}

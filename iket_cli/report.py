@@ -32,6 +32,7 @@ from . import labels
 from . import manifest as manifest_mod
 from . import show as show_mod
 from . import trace as trace_mod
+from .errors import UsageError
 from .outdir import MANIFEST_NAME
 
 EVENT_BUDGET = 300_000  # ranges + marks embedded in the timeline of one report
@@ -96,12 +97,21 @@ def embedded(page: Path) -> dict[str, Any]:
 
 def write(location: Path, out: Path, *, title: str | None = None) -> Path:
     """Write the report of ``location`` to ``out`` atomically."""
+    check_output(out)  # before the work, not after it
     return write_text(out, build(location, title=title))
+
+
+def check_output(out: Path) -> Path:
+    """Refuse, in one line, a report path whose folder does not exist."""
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise UsageError(f"cannot write {out}: {out.parent} is not a directory", hint="create it first")
+    return out
 
 
 def write_text(out: Path, text: str) -> Path:
     """Write a page atomically (a temporary file beside it, then a rename)."""
-    out = Path(out)
+    out = check_output(out)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)

@@ -182,3 +182,21 @@ def test_sigterm_while_decoding_stops_the_workers_and_leaves_no_debris(tmp_path)
     assert not any(alive(pid) for pid in workers)
     after = sorted(p.relative_to(folder) for p in folder.rglob("*"))
     assert after == before, "no half-written artifact or launch part left behind"
+
+
+def test_html_alone_keeps_a_json_trace_decoded_before(tmp_path):
+    """The report needs the JSON export; it is removed afterwards only if this run made it."""
+    folder = kept(tmp_path, "affine")
+    assert run_iket("postprocess", folder, "--format", "json", cwd=tmp_path).code == 0
+    before = (folder / "iket_pid_0x204.trace.json").read_bytes()
+    assert run_iket("postprocess", folder, "--format", "html", cwd=tmp_path).code == 0
+    assert (folder / "iket_pid_0x204.trace.json").read_bytes() == before
+    assert manifest.read(folder)["postprocess"] == ["json", "html"]
+    fresh = kept(tmp_path / "fresh", "affine")
+    assert run_iket("postprocess", fresh, "--format", "html", cwd=tmp_path).code == 0
+    assert sorted(p.name for p in fresh.glob("iket_pid_*")) == [
+        "iket_pid_0x204.html",
+        "iket_pid_0x204.pftrace.gz",
+    ], "the JSON made only for the report is gone"
+    (process,) = manifest.read(fresh)["processes"]
+    assert (process["ranges"], process["markers"]) == (1, 1), "counts kept from the JSON"

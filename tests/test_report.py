@@ -133,3 +133,8 @@ def _ints(b64: str) -> list[int]:
 
 def test_ints_helper_reads_what_the_page_reads():
     assert _ints(report._b64(__import__("array").array("i", [1, -2, 3]))) == [1, -2, 3]
+
+
+def test_an_output_in_a_missing_folder_is_one_line(tmp_path):
+    result = run_iket("report", FIXTURES / "affine", "-o", tmp_path / "no" / "r.html", cwd=tmp_path)
+    assert result.code == 2 and "is not a directory" in result.stderr and "Traceback" not in result.stderr

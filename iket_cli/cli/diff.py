@@ -43,12 +43,14 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
     """
     from .. import diff
 
+    if html_out is not None:
+        from .. import report
+
+        report.check_output(html_out)
     changes = diff.compare(base, new, stat=stat, fail_over=fail_over)
     diff.render(changes, fmt, sys.stdout, stat)
     if html_out is not None:
         from dataclasses import asdict
-
-        from .. import report
 
         page = report.build_diff(base, new, [asdict(c) for c in changes], stat)
         report.write_text(html_out, page)
