@@ -132,11 +132,12 @@ def checks(env: dict[str, str] | None = None) -> list[Check]:
         found.append(Check("run-iket", False, error.message, error.hint or ""))
     child_env = tool.child_env(env) if tool else env
     probes = {
-        "decoder": Probe(_DECODER_PROBE, child_env),
         "nvrtc": Probe(_NVRTC_PROBE, env),
         "gpu": Probe(_GPU_PROBE, env),
         "tirx": Probe(_TIRX_PROBE, child_env),
     }
+    if tool:
+        probes["decoder"] = Probe(_DECODER_PROBE, child_env)
     smi = sysinfo.GpuQuery()
     if tool:
         found.append(Check("run-iket", True, f"{tool.version or 'unknown version'} at {tool.path}"))
