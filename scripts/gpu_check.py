@@ -312,3 +312,69 @@ def test_torchrun_two_ranks_labelled_then_merged(work):
     out = os.environ.get("IKET_GPU_KEEP")
     if out:
         shutil.copy(work / "merged" / "timeline.pftrace", Path(out) / "merged-timeline.pftrace")
+
+
+# -- two GPUs (issue 9): skipped on a one-GPU machine ------------------------------------
+
+
+def gpu_count() -> int:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+two_gpus = pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs")
+
+
+@two_gpus
+def test_run_jobs_auto_spreads_over_both_gpus(work):
+    (work / "iket.toml").write_text(
+        'output = "runs"\n'
+        + "".join(f'[[jobs]]\nname = "affine{n}"\ntarget = "profile_affine.py:workload"\n' for n in range(2))
+        + '[[jobs]]\nname = "multi0"\ntarget = "multi_kernel.py"\n'
+        + '[[jobs]]\nname = "multi1"\ntarget = "multi_kernel.py"\n'
+    )
+    proc = iket("run", "--jobs", "auto", cwd=work)
+    assert proc.returncode == 0
+    jobs = json.loads((work / "runs" / "run-manifest.json").read_text())["jobs"]
+    assert {j["gpu"] for j in jobs} == {"0", "1"}, "both GPUs busy"
+    for job in jobs:
+        record = json.loads((work / "runs" / job["manifest"]).read_text())
+        (process,) = record["processes"]
+        assert process["labels"]["cuda_visible_devices"] == job["gpu"], "each manifest records its GPU"
+    out = os.environ.get("IKET_GPU_KEEP")
+    if out:
+        shutil.copy(work / "runs" / "run-manifest.json", Path(out) / "run-manifest-jobs-auto.json")
+
+
+@two_gpus
+def test_torchrun_ranks_on_their_own_gpus(work):
+    proc = iket(
+        "profile",
+        "-o",
+        "ranks",
+        "--",
+        "torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "multi_rank.py",
+        cwd=work,
+    )
+    keep("torchrun-2gpu", work / "ranks")
+    assert proc.returncode == 0
+    record = json.loads((work / "ranks" / "manifest.json").read_text())
+    ranked = {p["labels"]["rank"]: p["labels"] for p in record["processes"] if p["launches"]}
+    assert set(ranked) == {0, 1}
+    assert {rank: label["cuda_device"] for rank, label in ranked.items()} == {0: 0, 1: 1}
+
+
+@two_gpus
+def test_doctor_lists_both_gpus(work):
+    proc = iket("doctor", cwd=work)
+    assert proc.returncode == 0 and "0: NVIDIA" in proc.stdout and "1: NVIDIA" in proc.stdout
+    out = os.environ.get("IKET_GPU_KEEP")
+    if out:
+        (Path(out) / "doctor-2gpu.txt").write_text(proc.stdout)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|bench|all]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|bench|all|x2]
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,5 +37,13 @@ if [[ $part == bench || $part == all ]]; then
   echo "== postprocess benchmark on this host's cores (issue 3)"
   python3 bench/bench_postprocess.py --raw tests/fixtures/keep256_raw.tar.xz --runs 1 --formats all,perfetto,html \
     --json "$keep/bench_postprocess.json" 2>&1 | tee "$keep/bench_postprocess.md"
+fi
+if [[ $part == x2 ]]; then  # issue 9, on nvidia-h200-x2: the two-GPU checks and --jobs auto vs 1
+  echo "== two-GPU checks"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_check.py -v -s -p no:cacheprovider -o addopts="" \
+    -k "both_gpus or own_gpus or spreads" > "$keep/gpu_check_x2.log" 2>&1
+  grep -E "PASSED|FAILED|SKIPPED|passed|failed" "$keep/gpu_check_x2.log" | tail -10
+  echo "== iket run --jobs auto against --jobs 1"
+  python3 bench/bench_jobs.py --runs "${BENCH_RUNS:-2}" --json "$keep/bench_jobs.json" 2>&1 | tee "$keep/bench_jobs.md"
 fi
 tar czf "$out/gpu-keep-$part.tgz" -C "$keep" .
