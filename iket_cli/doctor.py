@@ -13,7 +13,6 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +86,6 @@ class Probe:
     """A snippet of Python run in a child process, started now and read later."""
 
     def __init__(self, code: str, env: dict[str, str]) -> None:
-        self.started = time.monotonic()
         try:
             self.proc: subprocess.Popen | None = subprocess.Popen(
                 [sys.executable, "-c", code],

@@ -24,11 +24,11 @@ import html
 import json
 import sys
 from array import array
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import labels
 from . import manifest as manifest_mod
 from . import show as show_mod
 from . import trace as trace_mod
@@ -46,7 +46,7 @@ def build(location: Path, *, title: str | None = None) -> str:
     location = Path(location)
     record = _manifest_of(location)
     found = show_mod.find_traces(location)
-    processes = [(label, path, trace_mod.load(path)) for label, path in found]
+    processes = _load(found)
     data = {
         "kind": "capture",
         "title": title or _title(location, record),
@@ -62,7 +62,7 @@ def build_diff(base: Path, new: Path, changes: list[dict[str, Any]], stat: str) 
     """A side-by-side comparison: the diff table, and each capture's timelines."""
     sides = []
     for location in (Path(base), Path(new)):
-        processes = [(label, path, trace_mod.load(path)) for label, path in show_mod.find_traces(location)]
+        processes = _load(show_mod.find_traces(location))
         sides.append(
             {
                 "title": str(location),
@@ -130,7 +130,7 @@ def write_for_capture(capture_dir: Path, record: dict[str, Any]) -> list[str]:
         if not trace_json:
             continue
         loaded = trace_mod.load(capture_dir / trace_json["path"])
-        label = labels.describe(process).removeprefix("pid ")
+        label = show_mod.process_label(process)
         stem = f"iket_pid_{process['pid_hex']}"
         shown = Path(trace_json["path"])  # relative: the capture is still in its staging folder
         data = {
@@ -146,6 +146,10 @@ def write_for_capture(capture_dir: Path, record: dict[str, Any]) -> list[str]:
 
 
 # -- the parts of the payload ------------------------------------------------------------
+
+
+def _load(found: list[tuple[str, Path]]) -> list[tuple[str, Path, trace_mod.Trace]]:
+    return [(label, path, trace_mod.load(path)) for label, path in found]
 
 
 def _manifest_of(location: Path) -> dict[str, Any] | None:
@@ -212,16 +216,15 @@ def _launch(loaded: trace_mod.Trace, number: int, launch: trace_mod.Launch, budg
         return (info.get("smId", -1), tuple(info.get("ctaId", (-1, -1, -1))), info.get("warpId", -1))
 
     order = sorted(used, key=lambda loc: (where(loc), loc))
-    per_row = _events_per_location(launch)
+    per_row = Counter(launch.ranges.loc) + Counter(launch.markers.loc)  # events per warp
     kept, events = [], 0
     for loc in order:
-        if kept and events + per_row.get(loc, 0) > budget:
+        if kept and events + per_row[loc] > budget:
             break
         kept.append(loc)
-        events += per_row.get(loc, 0)
+        events += per_row[loc]
     row_of = {loc: row for row, loc in enumerate(kept)}
-    starts = [s for s in launch.warps.start] or [s for s in launch.ranges.start] or [0]
-    origin = min(starts)
+    origin = min(launch.warps.start or launch.ranges.start or [0])
     names: dict[int, int] = {}
 
     def name(index: int) -> int:
@@ -243,7 +246,7 @@ def _launch(loaded: trace_mod.Trace, number: int, launch: trace_mod.Launch, budg
         row = row_of.get(w.loc[i])
         if row is not None:
             warps.extend((row, w.start[i] - origin, w.end[i] - origin))
-    ends = [e for e in launch.warps.end] or [e for e in launch.ranges.end] or [origin]
+    ends = launch.warps.end or launch.ranges.end or [origin]
     return {
         "index": number,
         "kernel": launch.kernel,
@@ -261,15 +264,6 @@ def _launch(loaded: trace_mod.Trace, number: int, launch: trace_mod.Launch, budg
         "shown_ranges": len(ranges) // 4,
         "shown_marks": len(marks) // 3,
     }
-
-
-def _events_per_location(launch: trace_mod.Launch) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for loc in launch.ranges.loc:
-        counts[loc] = counts.get(loc, 0) + 1
-    for loc in launch.markers.loc:
-        counts[loc] = counts.get(loc, 0) + 1
-    return counts
 
 
 def _b64(values: array) -> str:

@@ -24,7 +24,7 @@ def find_traces(location: Path) -> list[tuple[str, Path]]:
     if (folder / MANIFEST_NAME).is_file():
         record = manifest_mod.read(folder)
         found = [
-            (_label(p), folder / p["artifacts"]["trace_json"]["path"])
+            (process_label(p), folder / p["artifacts"]["trace_json"]["path"])
             for p in manifest_mod.instrumented(record["processes"])
             if "trace_json" in p["artifacts"]
         ]
@@ -43,7 +43,7 @@ def find_traces(location: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def _label(process: dict) -> str:
+def process_label(process: dict) -> str:
     """``rank 1 (pid 0x2b5)``; in a merged capture prefixed by its input: ``node-a/0x204``."""
     label = labels.describe(process).removeprefix("pid ")
     return f"{process['folder']}/{label}" if process.get("folder") else label

@@ -49,12 +49,16 @@ def iket(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
-def keep(name: str, folder: Path) -> None:
+def keep_file(source: Path, name: str) -> None:
+    """Copy one file into ``$IKET_GPU_KEEP`` (when set) under ``name``."""
     out = os.environ.get("IKET_GPU_KEEP")
-    if out:
-        for what in ("manifest.json", "iket.log"):
-            if (folder / what).exists():
-                shutil.copy(folder / what, Path(out) / f"{name}.{what}")
+    if out and source.exists():
+        shutil.copy(source, Path(out) / name)
+
+
+def keep(name: str, folder: Path) -> None:
+    for what in ("manifest.json", "iket.log"):
+        keep_file(folder / what, f"{name}.{what}")
 
 
 def trace(folder: Path, process: dict) -> dict:
@@ -223,18 +227,15 @@ def test_run_three_jobs_then_gate(work):
         "run", "--jobs", "1", "--output", "runs2", "--baseline", "runs", "--fail-over", "25%", cwd=work
     )
     assert gated.returncode == 0, "the same workloads again: no regression beyond noise"
-    out = os.environ.get("IKET_GPU_KEEP")
-    if out:
-        shutil.copy(work / "summary.md", Path(out) / "run-summary.md")
-        shutil.copy(work / "runs" / "run-manifest.json", Path(out) / "run-manifest.json")
+    keep_file(work / "summary.md", "run-summary.md")
+    keep_file(work / "runs" / "run-manifest.json", "run-manifest.json")
 
 
 def test_doctor_lists_the_gpu(work):
     proc = iket("doctor", cwd=work)
     assert proc.returncode == 0 and "H200" in proc.stdout
-    out = os.environ.get("IKET_GPU_KEEP")
-    if out:
-        (Path(out) / "doctor.txt").write_text(proc.stdout)
+    (work / "doctor.txt").write_text(proc.stdout)
+    keep_file(work / "doctor.txt", "doctor.txt")
 
 
 def test_drift_between_the_passes_is_caught(work):
@@ -275,7 +276,8 @@ def test_overhead_of_multi_kernel(work):
     assert "iket: overhead: scale_loop_kernel" in proc.stderr
 
 
-def test_torchrun_two_ranks_labelled_then_merged(work):
+def torchrun_capture(work: Path, name: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``iket profile -o ranks -- torchrun ... multi_rank.py`` (two ranks); its manifest."""
     proc = iket(
         "profile",
         "-o",
@@ -288,9 +290,13 @@ def test_torchrun_two_ranks_labelled_then_merged(work):
         "multi_rank.py",
         cwd=work,
     )
-    keep("torchrun", work / "ranks")
+    keep(name, work / "ranks")
     assert proc.returncode == 0
-    record = json.loads((work / "ranks" / "manifest.json").read_text())
+    return proc, json.loads((work / "ranks" / "manifest.json").read_text())
+
+
+def test_torchrun_two_ranks_labelled_then_merged(work):
+    proc, record = torchrun_capture(work, "torchrun")
     ranked = [p for p in record["processes"] if p["launches"]]  # torchrun's agent launched none
     ranks = sorted((p["labels"]["rank"], p["labels"]["world_size"]) for p in ranked)
     assert ranks == [(0, 2), (1, 2)], "two traces, one per rank"
@@ -309,9 +315,7 @@ def test_torchrun_two_ranks_labelled_then_merged(work):
     shown = iket("show", "merged", "--format", "json", cwd=work)
     assert shown.returncode == 0 and len(json.loads(shown.stdout)["processes"]) == 3
     keep("merged", work / "merged")
-    out = os.environ.get("IKET_GPU_KEEP")
-    if out:
-        shutil.copy(work / "merged" / "timeline.pftrace", Path(out) / "merged-timeline.pftrace")
+    keep_file(work / "merged" / "timeline.pftrace", "merged-timeline.pftrace")
 
 
 # -- two GPUs (issue 9): skipped on a one-GPU machine ------------------------------------
@@ -344,28 +348,12 @@ def test_run_jobs_auto_spreads_over_both_gpus(work):
         record = json.loads((work / "runs" / job["manifest"]).read_text())
         (process,) = record["processes"]
         assert process["labels"]["cuda_visible_devices"] == job["gpu"], "each manifest records its GPU"
-    out = os.environ.get("IKET_GPU_KEEP")
-    if out:
-        shutil.copy(work / "runs" / "run-manifest.json", Path(out) / "run-manifest-jobs-auto.json")
+    keep_file(work / "runs" / "run-manifest.json", "run-manifest-jobs-auto.json")
 
 
 @two_gpus
 def test_torchrun_ranks_on_their_own_gpus(work):
-    proc = iket(
-        "profile",
-        "-o",
-        "ranks",
-        "--",
-        "torchrun",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-        "multi_rank.py",
-        cwd=work,
-    )
-    keep("torchrun-2gpu", work / "ranks")
-    assert proc.returncode == 0
-    record = json.loads((work / "ranks" / "manifest.json").read_text())
+    _, record = torchrun_capture(work, "torchrun-2gpu")
     ranked = {p["labels"]["rank"]: p["labels"] for p in record["processes"] if p["launches"]}
     assert set(ranked) == {0, 1}
     assert {rank: label["cuda_device"] for rank, label in ranked.items()} == {0: 0, 1: 1}
@@ -375,6 +363,5 @@ def test_torchrun_ranks_on_their_own_gpus(work):
 def test_doctor_lists_both_gpus(work):
     proc = iket("doctor", cwd=work)
     assert proc.returncode == 0 and "0: NVIDIA" in proc.stdout and "1: NVIDIA" in proc.stdout
-    out = os.environ.get("IKET_GPU_KEEP")
-    if out:
-        (Path(out) / "doctor-2gpu.txt").write_text(proc.stdout)
+    (work / "doctor.txt").write_text(proc.stdout)
+    keep_file(work / "doctor.txt", "doctor-2gpu.txt")
