@@ -35,18 +35,20 @@ class Stats:
         return self.p50 <= TIMER_STEP_NS
 
 
-def stats(values: list[int]) -> Stats | None:
-    """Nearest-rank percentiles; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
+def stats(values) -> Stats | None:
+    """Nearest-rank percentiles of a list or numpy array of ints; None for no values."""
+    import numpy as np
+
+    ordered = np.sort(np.asarray(values, dtype=np.int64))
     n = len(ordered)
+    if not n:
+        return None
 
     def rank(q: float) -> int:
-        return ordered[min(n - 1, max(0, math.ceil(q * n) - 1))]
+        return int(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))])
 
-    total = sum(ordered)
-    return Stats(n, total, total / n, ordered[0], rank(0.5), rank(0.9), rank(0.99), ordered[-1])
+    total = int(ordered.sum())
+    return Stats(n, total, total / n, int(ordered[0]), rank(0.5), rank(0.9), rank(0.99), int(ordered[-1]))
 
 
 @dataclass
@@ -83,43 +85,111 @@ def summarize(trace: Trace) -> list[KernelSummary]:
 
 
 def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
-    durations: dict[int, list[int]] = defaultdict(list)
-    offsets: dict[int, list[int]] = defaultdict(list)
+    import numpy as np
+
+    durations: dict[int, list] = defaultdict(list)
+    offsets: dict[int, list] = defaultdict(list)
     counts: Counter[int] = Counter()
-    warp_times: list[int] = []
+    warp_times = []
     for launch in launches:
-        r = launch.ranges
-        for idx, start, end in zip(r.name, r.start, r.end, strict=True):
-            durations[idx].append(end - start)
-        warp_times.extend(e - s for s, e in zip(launch.warps.start, launch.warps.end, strict=True))
+        r, w = launch.ranges, launch.warps
+        _group(_ints(r.name), _ints(r.end) - _ints(r.start), durations)
+        warp_times.append(_ints(w.end) - _ints(w.start))
         counts.update(Counter(launch.markers.name))
         _mark_offsets(launch, offsets)
-    warp_total = sum(warp_times)
-    ranges = [
-        RangeRow(trace.name(idx), stats(values), sum(values) / warp_total if warp_total else None)
-        for idx, values in durations.items()
+    warp_total = int(sum(int(times.sum()) for times in warp_times))
+    ranges = []
+    for idx, parts in durations.items():
+        values = np.concatenate(parts)
+        share = int(values.sum()) / warp_total if warp_total else None
+        ranges.append(RangeRow(trace.name(idx), stats(values), share))
+    markers = [
+        MarkerRow(trace.name(idx), counts[idx], stats(np.concatenate(offsets[idx]) if idx in offsets else []))
+        for idx in counts
     ]
-    markers = [MarkerRow(trace.name(idx), counts[idx], stats(offsets.get(idx, []))) for idx in counts]
     first = launches[0]
     return KernelSummary(
         name,
         len(launches),
         first.grid,
         first.block,
-        stats(warp_times),
+        stats(np.concatenate(warp_times)),
         sorted(ranges, key=lambda row: -row.durations.total),
         markers,
     )
 
 
-def _mark_offsets(launch: Launch, offsets: dict[int, list[int]]) -> None:
-    """Each mark's offset from the start of the innermost range of its warp that holds it
-    (the latest-starting one still open), appended to ``offsets[name]``.
+def _ints(column):
+    """An ``array`` column as an int64 numpy array (a view where it already is one)."""
+    import numpy as np
 
-    One sweep per warp over its ranges and marks in time order, with a stack of the ranges
-    begun so far: ranges that ended are dropped from the top as the marks move on, so the
-    top is always the innermost open range. No per-mark search, no depth limit.
+    if not len(column):
+        return np.zeros(0, np.int64)
+    values = np.frombuffer(column, dtype=np.int64 if column.itemsize == 8 else np.int32)
+    return values.astype(np.int64, copy=False)
+
+
+def _group(keys, values, into: dict[int, list]) -> None:
+    """Append ``values`` to ``into[key]`` per distinct key, first-seen key order kept."""
+    import numpy as np
+
+    if not len(keys):
+        return
+    unique, first = np.unique(keys, return_index=True)
+    for key in unique[np.argsort(first)]:
+        into[int(key)].append(values[keys == key])
+
+
+def _mark_offsets(launch: Launch, offsets: dict[int, list]) -> None:
+    """Each mark's offset from the start of the innermost range of its warp that holds it,
+    appended to ``offsets[name]`` (an array per launch).
+
+    The innermost holder is the latest-starting range of the mark's warp with
+    ``start <= ts <= end`` (what a stack of open ranges swept in time order leaves on top).
+    Vectorised: ranges sorted by (warp, start, end), each mark's last candidate found by
+    ``searchsorted``, then a binary descent over a sparse table of range ends skips the
+    candidates that ended before the mark, in log2(ranges) numpy steps for all marks.
     """
+    import numpy as np
+
+    r, m = launch.ranges, launch.markers
+    if not len(m) or not len(r):
+        return
+    r_loc, r_start, r_end = _ints(r.loc), _ints(r.start), _ints(r.end)
+    m_loc, m_ts, m_name = _ints(m.loc), _ints(m.start), _ints(m.name)
+    origin = min(int(r_start.min()), int(m_ts.min()))
+    span = max(int(r_end.max()), int(m_ts.max())) - origin + 1
+    warps = max(int(r_loc.max()), int(m_loc.max())) + 2  # loc -1 (no warp) becomes 0
+    if span * warps >= 2**62 or min(int(r_loc.min()), int(m_loc.min())) < -1:
+        _mark_offsets_swept(launch, offsets)  # keys would overflow int64
+        return
+    order = np.lexsort((r_end, (r_loc + 1) * span + (r_start - origin)))
+    start_key = (r_loc[order] + 1) * span + (r_start[order] - origin)
+    end_key = (r_loc[order] + 1) * span + (r_end[order] - origin)
+    mark_key = (m_loc + 1) * span + (m_ts - origin)
+    position = np.searchsorted(start_key, mark_key, side="right") - 1
+    table = [end_key]  # table[j][i] = max(end_key[i : i + 2**j])
+    while 2 ** len(table) <= len(end_key):
+        half = 2 ** (len(table) - 1)
+        table.append(np.maximum(table[-1][:-half], table[-1][half:]))
+    for level in range(len(table) - 1, -1, -1):
+        width = 2**level
+        block = position - width + 1
+        usable = block >= 0
+        ended = np.zeros(len(position), bool)
+        ended[usable] = table[level][block[usable]] < mark_key[usable]
+        position[ended] -= width
+    held = position >= 0
+    found = np.flatnonzero(held)
+    held_from = m_ts[found] - r_start[order][position[found]]
+    _group(m_name[found], held_from, offsets)
+
+
+def _mark_offsets_swept(launch: Launch, offsets: dict[int, list]) -> None:
+    """The same as :func:`_mark_offsets`, one Python sweep per warp with a stack of open
+    ranges; for traces whose timestamps would overflow the vectorised keys."""
+    import numpy as np
+
     r, m = launch.ranges, launch.markers
     spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for loc, start, end in zip(r.loc, r.start, r.end, strict=True):
@@ -127,22 +197,25 @@ def _mark_offsets(launch: Launch, offsets: dict[int, list[int]]) -> None:
     marks: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for loc, ts, idx in zip(m.loc, m.start, m.name, strict=True):
         marks[loc].append((ts, idx))
-    for loc, found in marks.items():
+    found: dict[int, list[int]] = defaultdict(list)
+    for loc, seen in marks.items():
         held = spans.get(loc)
         if not held:
             continue
         held.sort()
-        found.sort()
+        seen.sort()
         stack: list[tuple[int, int]] = []
         j, count = 0, len(held)
-        for ts, idx in found:
+        for ts, idx in seen:
             while j < count and held[j][0] <= ts:
                 stack.append(held[j])
                 j += 1
             while stack and stack[-1][1] < ts:
                 stack.pop()
             if stack:
-                offsets[idx].append(ts - stack[-1][0])
+                found[idx].append(ts - stack[-1][0])
+    for idx, values in found.items():
+        offsets[idx].append(np.asarray(values, dtype=np.int64))
 
 
 def to_dict(summary: list[KernelSummary]) -> list[dict]:

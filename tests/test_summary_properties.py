@@ -116,3 +116,45 @@ def test_summary_matches_the_plain_reference(launches):
         loaded = trace.load(path)
         assert loaded.launches == trace._from_json(path).launches
         assert ours(loaded) == reference(json.loads(path.read_text()))
+
+
+@st.composite
+def overlapping(draw):
+    """One launch whose warps hold nested, crossing, zero-length and duplicate ranges."""
+    launch = trace.Launch("k", (1, 1, 1), (32, 1, 1), 1)
+    for _ in range(draw(st.integers(0, 30))):
+        start = draw(st.integers(0, 20)) * STEP
+        end = start + draw(st.integers(0, 10)) * STEP
+        launch.ranges.name.append(0)
+        launch.ranges.loc.append(draw(st.integers(-1, 2)))
+        launch.ranges.start.append(start + 10**18)
+        launch.ranges.end.append(end + 10**18)
+    for _ in range(draw(st.integers(0, 30))):
+        launch.markers.name.append(draw(st.integers(3, 4)))
+        launch.markers.loc.append(draw(st.integers(-1, 2)))
+        launch.markers.start.append(draw(st.integers(0, 32)) * STEP + 10**18)
+    return launch
+
+
+def brute_offsets(launch) -> dict[int, list[int]]:
+    """Each mark against every range of its warp: the latest start among those holding it."""
+    found = defaultdict(list)
+    r, m = launch.ranges, launch.markers
+    for loc, ts, name in zip(m.loc, m.start, m.name, strict=True):
+        starts = [s for at, s, e in zip(r.loc, r.start, r.end, strict=True) if at == loc and s <= ts <= e]
+        if starts:
+            found[name].append(ts - max(starts))
+    return {name: sorted(values) for name, values in found.items()}
+
+
+def flattened(offsets) -> dict[int, list[int]]:
+    return {name: sorted(int(v) for part in parts for v in part) for name, parts in offsets.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(overlapping())
+def test_mark_offsets_vectorised_equals_the_sweep_and_brute_force(launch):
+    vectorised, swept = defaultdict(list), defaultdict(list)
+    summary._mark_offsets(launch, vectorised)
+    summary._mark_offsets_swept(launch, swept)
+    assert flattened(vectorised) == flattened(swept) == brute_offsets(launch)
