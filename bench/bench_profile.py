@@ -1,9 +1,11 @@
 """Overhead of ``iket profile`` against raw run-iket and TIRx's ``iket.run``, on a GPU.
 
-Three ways to capture the same kernel (``examples/profile_affine.py``),
+Ways to capture the same kernel (``examples/profile_affine.py``),
 interleaved, ``--runs`` times each, in one process so that they share the machine's state:
 
-* ``iket``: ``python -m iket_cli profile profile_affine.py:workload``
+* ``iket``: ``python -m iket_cli profile profile_affine.py:workload`` (with its warm standby:
+  the second pass is handed to a process that imported torch and TIRx during the first)
+* ``iket-cold``: the same with ``--no-warm``: both passes import torch and TIRx themselves
 * ``raw``: ``run-iket ... profile --postprocess all -- python3 -c "import profile_affine as p; p.workload()"``
 * ``iket.run``: ``python3 profile_affine.py`` (its ``__main__`` calls TIRx's ``iket.run``)
 * ``raw+env``: ``raw`` with ``TVM_TIRX_IKET_INJECTED_CHILD_ENABLE=1``, which iket (like TIRx's
@@ -58,8 +60,10 @@ def variants(work: Path) -> dict[str, tuple[list[str], Path]]:
         "--clobber",
         "-q",
     ]
+    cold = [*iket[:6], "out-iket-cold", "--clobber", "-q", "--no-warm"]
     return {
         "iket": (iket, work / "out-iket"),
+        "iket-cold": (cold, work / "out-iket-cold"),
         "raw": raw("out-raw"),
         "iket.run": ([py, "profile_affine.py"], work / "iket_affine_trace"),
         "raw+env": raw("out-raw-env", ("env", "TVM_TIRX_IKET_INJECTED_CHILD_ENABLE=1")),
@@ -70,7 +74,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--variants", default="iket,raw,iket.run,raw+env", help="comma-separated")
+    parser.add_argument("--variants", default="iket,iket-cold,raw,iket.run", help="comma-separated")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="iket-bench-"))
     shutil.copy(ROOT / "examples/profile_affine.py", work)
@@ -78,6 +82,7 @@ def main() -> int:
     order = [(name, spec) for name, spec in variants(work).items() if name in chosen]
     times: dict[str, list[float]] = {name: [] for name, _ in order}
     own: list[float] = []  # iket's wall time minus its run-iket child's
+    warm_used: list[bool] = []  # did the default iket run hand a pass to its warm standby?
     passes: dict[str, list[float]] = {}  # tracker + capture pass seconds, from run-iket's stats
     for round_ in range(args.runs):
         for name, (cmd, out) in (
@@ -91,9 +96,12 @@ def main() -> int:
             if proc.returncode != 0 or not out.is_dir():
                 print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
                 raise SystemExit(f"{name} failed with exit {proc.returncode}")
-            if name == "iket":
-                phases = json.loads((out / "manifest.json").read_text())["phases"]
-                own.append(times[name][-1] - phases["run_iket"])
+            if name.startswith("iket-") or name == "iket":
+                record = json.loads((out / "manifest.json").read_text())
+                phases = record["phases"]
+                if name == "iket":
+                    own.append(times[name][-1] - phases["run_iket"])
+                    warm_used.append(bool((record.get("warm") or {}).get("used")))
                 passes.setdefault(name, []).append(phases["tracker"] + phases["capture"])
             elif name.startswith("raw"):
                 stats = json.loads((out / "run-iket.stats.json").read_text())["phases"]
@@ -110,7 +118,8 @@ def main() -> int:
         )
     print(
         f"\niket's own time outside run-iket (CLI start, checks, manifest, publish): "
-        f"median {statistics.median(own):.3f} s, runs {', '.join(f'{v:.3f}' for v in own)}"
+        f"median {statistics.median(own):.3f} s, runs {', '.join(f'{v:.3f}' for v in own)}; "
+        f"warm standby used in {sum(warm_used)} of {len(warm_used)} runs"
     )
     for name, values in passes.items():  # the workload passes alone: where the noise lives
         print(
@@ -118,7 +127,7 @@ def main() -> int:
             f"({', '.join(f'{v:.2f}' for v in values)})"
         )
     if args.json:
-        record = {"times_s": times, "median_s": med, "own_s": own, "passes_s": passes}
+        record = {"times_s": times, "median_s": med, "own_s": own, "passes_s": passes, "warm_used": warm_used}
         args.json.write_text(json.dumps(record, indent=2))
     return 0
 

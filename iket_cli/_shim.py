@@ -10,10 +10,17 @@ nothing heavy to the workload. It does two things:
 * ``call`` mode imports a script or module *as a module* (its ``__main__`` block does not
   run) and calls one function, so a user's file needs no profiling boilerplate.
 
+* ``call`` mode hands its call to iket's warm standby when one is ready (see
+  :mod:`iket_cli.warm`): a process of the same interpreter that imported the workload's
+  heavy libraries (torch, TIRx) while the tracker pass ran. The standby forks a worker
+  that takes this process's environment, working directory and standard streams, and
+  this process relays the worker's exit status (and forwards SIGINT/SIGTERM to it).
+
 Modes::
 
     _shim.py exec ARGV...            exec ARGV (keeps the pid: no extra process level)
     _shim.py call FILE|MODULE FUNC [ARGS...]
+    _shim.py serve SOCKET [MODULE...]   the warm standby: import MODULEs, serve one call
 """
 
 import codecs
@@ -29,6 +36,8 @@ BAD_TARGET = 2
 #: A FIFO of the CLI's: the workload's output goes there, live, instead of to run-iket,
 #: which reads its children's output to the end before it prints any of it.
 STREAM_ENV = "IKET_CLI_STREAM"
+#: The warm standby's socket (set by the CLI for function targets; see iket_cli/warm.py).
+WARM_ENV = "IKET_WARM_SOCKET"
 
 
 def _output_fd() -> int:
@@ -114,7 +123,125 @@ def call(spec: str, func_name: str, args: list) -> int:
     return 0
 
 
+def hand_over(spec: str, func_name: str, args: list):
+    """Run the call in the warm standby if it is ready; its exit status, or None to run here.
+
+    ``connect`` fails at once unless the standby has finished its imports and listens, so
+    a pass never waits for it.
+    """
+    import socket
+
+    path = os.environ.pop(WARM_ENV, None)
+    if not path or not hasattr(socket, "send_fds"):  # Python < 3.9 under --python
+        return None
+    import json
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        job = {
+            "spec": spec,
+            "func": func_name,
+            "args": args,
+            "cwd": os.getcwd(),
+            "env": dict(os.environ),
+            "argv": list(getattr(sys, "orig_argv", sys.argv)),
+            "ppid": os.getppid(),  # the worker stands in for this process: same parent
+            "shim": os.getpid(),
+        }
+        sys.stdout.flush()
+        sys.stderr.flush()
+        socket.send_fds(conn, [json.dumps(job).encode() + b"\n"], [0, 1, 2])
+        replies = conn.makefile("rb")
+        worker = int(replies.readline().split()[1])
+    except (OSError, ValueError, IndexError):
+        conn.close()
+        return None
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda signum, frame: os.kill(worker, signum))
+    while True:
+        try:
+            reply = replies.readline()
+            break
+        except InterruptedError:
+            continue
+    words = reply.split()
+    if len(words) != 2 or words[0] != b"status":
+        print("iket: error: the warm standby's worker ended without a status", file=sys.stderr)
+        return 1
+    code = int(words[1])
+    if code < 0:  # the worker died of a signal: die of the same one
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+def serve(path: str, modules: list):
+    """The warm standby: import ``modules``, then serve one call in a forked worker.
+
+    Returns the worker's exit status in the worker; the standby itself ends with
+    ``os._exit`` once it has relayed the status.
+    """
+    import json
+    import socket
+    import warnings
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # the pass imports it itself, and reports the failure
+            print(f"iket-warm: import {name} failed: {error!r}", file=sys.stderr)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    print(f"iket-warm: ready, {', '.join(modules) or 'nothing'} imported", file=sys.stderr, flush=True)
+    conn, _ = listener.accept()
+    listener.close()
+    os.unlink(path)
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+    while not data.endswith(b"\n"):
+        more = conn.recv(1 << 16)
+        if not more:
+            os._exit(1)
+        data += more
+    job = json.loads(data)
+    if len(fds) != 3:
+        os._exit(1)
+    print(f"iket-warm: serving the pass of pid {job['shim']}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with library threads
+        worker = os.fork()
+    if worker == 0:
+        conn.close()
+        return _work(job, fds)
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(f"pid {worker}\n".encode())
+    _, status = os.waitpid(worker, 0)
+    conn.sendall(f"status {os.waitstatus_to_exitcode(status)}\n".encode())
+    os._exit(0)
+
+
+def _work(job: dict, fds: list) -> int:
+    """In the forked worker: become the pass's process, then make the call."""
+    os.chdir(job["cwd"])
+    os.environ.clear()
+    os.environ.update(job["env"])
+    for target in range(3):  # no zip(strict=): this file runs under any Python 3 (--python)
+        os.dup2(fds[target], target)
+        os.close(fds[target])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    hook = sys.modules.get("sitecustomize")
+    if os.environ.get("IKET_CLI_PROCS") and hasattr(hook, "record_start"):
+        hook.record_start(argv=job["argv"], ppid=job["ppid"])  # label the worker as the pass
+    return call(job["spec"], job["func"], job["args"])
+
+
 def main(argv: list) -> int:
+    if len(argv) >= 2 and argv[0] == "serve":
+        return serve(argv[1], argv[2:])
     if len(argv) < 2 or argv[0] not in ("exec", "call"):
         print("usage: _shim.py exec ARGV... | call TARGET FUNC [ARGS...]", file=sys.stderr)
         return BAD_TARGET
@@ -128,6 +255,9 @@ def main(argv: list) -> int:
     if len(argv) < 3:
         print("usage: _shim.py call TARGET FUNC [ARGS...]", file=sys.stderr)
         return BAD_TARGET
+    handed = hand_over(argv[1], argv[2], argv[3:])
+    if handed is not None:
+        return handed
     return call(argv[1], argv[2], argv[3:])
 
 

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import drift, labels, outdir, patterns, postprocess, runner, sysinfo, targets, toolchain
+from . import drift, labels, outdir, patterns, postprocess, runner, sysinfo, targets, toolchain, warm
 from . import manifest as manifest_mod
 from . import overhead as overhead_mod
 from ._shim import STREAM_ENV
@@ -98,6 +98,7 @@ class Options:
     strict: bool = False  # exit 1 (CaptureError) when the passes drifted
     max_buffer: int | None = None  # bytes: stop before the capture pass if the buffer is larger
     overhead: bool = False  # also time the kernels without instrumentation (a --warp-trace run)
+    warm: bool = True  # function targets: import torch/TIRx for the second pass meanwhile (warm.py)
     command: list[str] | None = None  # the iket command line, recorded in the manifest
 
     def check(self) -> None:
@@ -276,6 +277,7 @@ class Session:
         self.postprocess_s: float | None = None
         self.device_buffer: int | None = None
         self.overhead: dict[str, Any] | None = None
+        self.warm: dict[str, Any] | None = None
         self.stop = threading.Event()
 
     # -- preparation: everything here runs before any process starts ------------------
@@ -355,7 +357,7 @@ class Session:
             log.write(f"# run-iket command: {_quote(argv)}\n")
             self.log = log
             os.mkfifo(self.staging.root / "workload.fifo")
-            result = self._pass(argv, gpus, self.staging.root / labels.PROCS_NAME)
+            result = self._warm_pass(argv, gpus)
         self.run_iket_s = round(result.duration_s, 3)
         if result.returncode != 0:
             raise self._failed(self._classify(result), "failed", gpus.result())
@@ -371,10 +373,32 @@ class Session:
                 self._measure_overhead(gpus)
         return self._succeeded(gpus.result())
 
-    def _pass(self, argv: list[str], gpus: sysinfo.GpuQuery, procs: Path) -> runner.RunResult:
+    def _warm_pass(self, argv: list[str], gpus: sysinfo.GpuQuery) -> runner.RunResult:
+        """The tracker and capture passes, with a warm standby beside them where it helps."""
+        procs = self.staging.root / labels.PROCS_NAME
+        standby = warm.standby_for(
+            self.target, self.cwd, self.staging.root / warm.LOG_NAME, enabled=self.opts.warm
+        )
+        if standby is None:
+            return self._pass(argv, gpus, procs)
+        extra = standby.start(self.python, self._pass_env(procs), self.cwd)
+        try:
+            return self._pass(argv, gpus, procs, extra)
+        finally:
+            self.warm = standby.close()
+
+    def _pass_env(self, procs: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of run-iket and the passes (``extra``: the standby's socket)."""
+        stream = self.staging.root / "workload.fifo"
+        env = {**self.tool.child_env(self.env), STREAM_ENV: str(stream), **(extra or {})}
+        return labels.hook_env(env, procs)
+
+    def _pass(
+        self, argv: list[str], gpus: sysinfo.GpuQuery, procs: Path, extra: dict[str, str] | None = None
+    ) -> runner.RunResult:
         """Run one run-iket command, streaming into the log; a stop becomes DIR.failed/."""
         stream = self.staging.root / "workload.fifo"
-        env = labels.hook_env({**self.tool.child_env(self.env), STREAM_ENV: str(stream)}, procs)
+        env = self._pass_env(procs, extra)
         timeout = self.opts.timeout
         if timeout is not None:  # one budget for the whole capture, --overhead run included
             timeout = max(timeout - (time.monotonic() - self.t0), 0.001)
@@ -634,6 +658,7 @@ class Session:
             },
             "keep": self.opts.keep,
             "overhead": self.overhead,
+            "warm": self.warm,
             "log": manifest_mod.LOG_NAME,
             "processes": processes,
         }

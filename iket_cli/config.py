@@ -33,6 +33,7 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     "max_buffer": (int, str),
     "strict": (bool,),
     "overhead": (bool,),
+    "warm": (bool,),
 }
 TOP_ONLY = {"output": (str,), "jobs": (list,)}
 JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}

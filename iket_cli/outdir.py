@@ -173,10 +173,11 @@ class Staging:
         self.log_path = self.root / LOG_NAME
 
     def finalize(self) -> Path:
-        """Make sure the capture folder exists and holds the log; return the folder."""
+        """Make sure the capture folder exists and holds the logs (``iket.log``, and
+        ``warm.log`` where a warm standby ran); return the folder."""
         self.capture_dir.mkdir(exist_ok=True)
-        if self.log_path.exists():
-            os.replace(self.log_path, self.capture_dir / LOG_NAME)
+        for log in self.root.glob("*.log"):
+            os.replace(log, self.capture_dir / log.name)
         return self.capture_dir
 
     def publish(self) -> Path:

@@ -92,6 +92,8 @@ def test_function_target(work):
     (process,) = record["processes"]
     assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
     assert (process["ranges"], process["markers"]) == (1, 1)
+    assert record["warm"]["used"], "one pass ran in the warm standby's worker"
+    assert {"torch", "tvm_tirx.backend.cuda"} <= set(record["warm"]["modules"])
     for kind in ("trace_json", "perfetto", "html", "pftrace_gz"):
         assert (work / "cap" / process["artifacts"][kind]["path"]).stat().st_size > 0
     from iket_cli import report

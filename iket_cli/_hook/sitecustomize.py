@@ -38,15 +38,17 @@ def _write(record):
         os.close(fd)
 
 
-def _start():
+def record_start(argv=None, ppid=None):
+    """Write this process's start line; iket's warm worker calls it again with the pass
+    process it stands in for (its command line and its pid as the parent)."""
     import socket
 
     config = os.environ.get("IKET_INJECTION_CONFIG", "")
     record = {
         "event": "start",
         "pid": os.getpid(),
-        "ppid": os.getppid(),
-        "argv": list(getattr(sys, "orig_argv", sys.argv)),
+        "ppid": os.getppid() if ppid is None else ppid,
+        "argv": list(getattr(sys, "orig_argv", sys.argv)) if argv is None else argv,
         "hostname": socket.gethostname(),
         "pass": "tracker" if "tracker" in config else ("capture" if config else None),
         "env": {name: os.environ[name] for name in _VARS if name in os.environ},
@@ -94,7 +96,7 @@ def _safe(function):
 
 
 def _install():
-    _start()
+    record_start()
     import atexit
 
     atexit.register(_safe, _device)

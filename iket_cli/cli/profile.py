@@ -166,6 +166,12 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     is_flag=True,
     help="Also time the kernels without instrumentation (one more run, --warp-trace) and report the cost.",
 )
+@click.option(
+    "--warm/--no-warm",
+    default=True,
+    show_default=True,
+    help="Function targets: import torch/TIRx for the second pass while the first one runs.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the workload's output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show run-iket's own lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest on stdout.")

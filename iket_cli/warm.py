@@ -1,0 +1,141 @@
+"""A warm standby for function targets: the second pass skips torch's and TIRx's imports.
+
+run-iket runs the workload twice, and for a TIRx kernel each pass spends 5 to 6 s
+importing torch and TIRx before the kernel runs (``iket doctor`` times it). For a
+function target (``script.py:func``, ``pkg.module:func``) iket starts one more process of
+the same interpreter beside the tracker pass: it imports those libraries, then listens on
+a socket. The shim of whichever pass starts after it is ready (normally the capture pass)
+hands its call over (see ``_shim.py``): the standby forks a worker that takes the pass's
+environment (the injection variables run-iket set), working directory and standard
+streams, and makes the call. No pass ever waits for the standby.
+
+Only libraries whose import does not read the pass's environment are imported early:
+torch and numpy initialise CUDA only on first use, and TIRx reads run-iket's variables
+when it loads an instrumented kernel (``tvm_tirx/backend/cuda/iket.py``), not at import.
+CuTe DSL reads ``CUTE_DSL_COMPILER_OPT`` (which run-iket extends per pass), so it is
+never imported early; neither is the user's own module.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .targets import SHIM, Target
+
+#: Top-level packages a standby may import: their import-time state is the same in both passes.
+PRELOADABLE = ("torch", "tvm_tirx", "numpy")
+WARM_ENV = "IKET_WARM_SOCKET"  # the shim's name for it, too
+LOG_NAME = "warm.log"
+
+
+def modules_for(target: Target, cwd: Path) -> list[str]:
+    """The modules of preloadable packages the target's source imports at its top level.
+
+    Read from the source with ``ast`` (nothing is imported here); empty for targets that
+    are not functions, or whose source iket cannot find.
+    """
+    source = source_of(target, cwd)
+    if source is None:
+        return []
+    try:
+        tree = ast.parse(source.read_bytes(), filename=str(source))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found: list[str] = []
+    for node in _top_level(tree.body):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            continue  # a relative import: the user's own package
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        for name in names:  # the module itself: a package's submodules can be the slow part
+            if name.split(".")[0] in PRELOADABLE and name not in found:
+                found.append(name)
+    return found
+
+
+def _top_level(body: list[ast.stmt]):
+    """Import statements run at import time: the module body, and inside its if/try blocks."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, (ast.If, ast.Try)):
+            handlers = [h.body for h in getattr(node, "handlers", [])]
+            for block in (node.body, node.orelse, getattr(node, "finalbody", []), *handlers):
+                yield from _top_level(block)
+
+
+def source_of(target: Target, cwd: Path) -> Path | None:
+    """The file a function target's module lives in, if iket can find it without importing."""
+    if target.kind != "function":
+        return None
+    module = target.spec.rsplit(":", 1)[0]
+    if module.endswith(".py") or "/" in module:
+        path = Path(module) if Path(module).is_absolute() else cwd / module
+        return path if path.is_file() else None
+    from .targets import _find_module
+
+    try:
+        return _find_module(module, cwd, sys.executable)
+    except Exception:  # a missing module is reported by target resolution, not here
+        return None
+
+
+@dataclass
+class Standby:
+    """One standby process and its socket; :meth:`close` ends it whatever it is doing."""
+
+    modules: list[str]
+    log_path: Path
+    socket_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="iket-warm-")))
+    process: subprocess.Popen | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        return self.socket_dir / "s"  # short: AF_UNIX paths are limited to 107 bytes
+
+    def start(self, python: str, env: dict[str, str], cwd: Path) -> dict[str, str]:
+        """Start the standby; returns what the passes' environment needs to find it."""
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [python, str(SHIM), "serve", str(self.socket_path), *self.modules],
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # its own group: close() kills the worker with it
+            )
+        return {WARM_ENV: str(self.socket_path)}
+
+    def close(self) -> dict[str, object]:
+        """Kill the standby and its worker, remove the socket; what the manifest records."""
+        if self.process is not None:
+            if self.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+        return {"modules": self.modules, "used": self.used()}
+
+    def used(self) -> bool:
+        """True when a pass handed its call over (the standby logs it)."""
+        try:
+            return b"iket-warm: serving" in self.log_path.read_bytes()
+        except OSError:
+            return False
+
+
+def standby_for(target: Target, cwd: Path, log_path: Path, enabled: bool = True) -> Standby | None:
+    """A standby for this target, or None when it would not help (no heavy imports found)."""
+    if not enabled or target.kind != "function":
+        return None
+    modules = modules_for(target, cwd)
+    return Standby(modules, log_path) if modules else None
