@@ -191,6 +191,9 @@ def serve(path: str, modules: list):
             importlib.import_module(name)
         except Exception as error:  # the pass imports it itself, and reports the failure
             print(f"iket-warm: import {name} failed: {error!r}", file=sys.stderr)
+        if cuda_initialized():  # a forked worker could not use CUDA, nor load the injection
+            print(f"iket-warm: importing {name} initialised CUDA; not serving", file=sys.stderr)
+            return 0
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(1)
@@ -222,6 +225,23 @@ def serve(path: str, modules: list):
     _, status = os.waitpid(worker, 0)
     conn.sendall(f"status {os.waitstatus_to_exitcode(status)}\n".encode())
     os._exit(0)
+
+
+def cuda_initialized() -> bool:
+    """Whether this process has called ``cuInit`` (asked without calling it).
+
+    ``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED (3) until ``cuInit``. The
+    injection library is loaded by ``cuInit`` from ``CUDA_INJECTION64_PATH``, and CUDA is
+    unusable in a child forked after it, so the standby serves only while this is False.
+    """
+    import ctypes
+
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False  # no driver here: nothing to initialise
+    count = ctypes.c_int()
+    return driver.cuDeviceGetCount(ctypes.byref(count)) != 3
 
 
 def _work(job: dict, fds: list) -> int:

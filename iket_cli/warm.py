@@ -1,19 +1,21 @@
-"""A warm standby for function targets: the second pass skips torch's and TIRx's imports.
+"""A warm standby for function targets: the second pass skips the workload's slow imports.
 
-run-iket runs the workload twice, and for a TIRx kernel each pass spends 5 to 6 s
-importing torch and TIRx before the kernel runs (``iket doctor`` times it). For a
-function target (``script.py:func``, ``pkg.module:func``) iket starts one more process of
-the same interpreter beside the tracker pass: it imports those libraries, then listens on
-a socket. The shim of whichever pass starts after it is ready (normally the capture pass)
-hands its call over (see ``_shim.py``): the standby forks a worker that takes the pass's
-environment (the injection variables run-iket set), working directory and standard
+run-iket runs the workload twice, and each pass imports the workload's libraries before
+its kernel runs. For a function target (``script.py:func``, ``pkg.module:func``) iket
+starts one more process of the same interpreter beside the tracker pass: it imports the
+libraries the target imports at its top level that are safe to import early, then listens
+on a socket. The shim of whichever pass starts after it is ready (normally the capture
+pass) hands its call over (see ``_shim.py``): the standby forks a worker that takes the
+pass's environment (the injection variables run-iket set), working directory and standard
 streams, and makes the call. No pass ever waits for the standby.
 
-Only libraries whose import does not read the pass's environment are imported early:
-torch and numpy initialise CUDA only on first use, and TIRx reads run-iket's variables
-when it loads an instrumented kernel (``tvm_tirx/backend/cuda/iket.py``), not at import.
-CuTe DSL reads ``CUTE_DSL_COMPILER_OPT`` (which run-iket extends per pass), so it is
-never imported early; neither is the user's own module.
+Safe to import early means: the import neither reads the pass's environment nor
+initialises CUDA (the driver reads ``CUDA_INJECTION64_PATH`` in ``cuInit``, and a process
+forked after ``cuInit`` cannot use CUDA). torch and numpy qualify. TIRx does not: on the
+H200 a worker forked after ``import tvm_tirx.backend.cuda`` failed with
+``cudaErrorInitializationError``; CuTe DSL reads ``CUTE_DSL_COMPILER_OPT``, which run-iket
+extends per pass. The user's own module is never imported early. The standby checks after
+each import that CUDA is still uninitialised and otherwise does not serve.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 from .targets import SHIM, Target
 
 #: Top-level packages a standby may import: their import-time state is the same in both passes.
-PRELOADABLE = ("torch", "tvm_tirx", "numpy")
+PRELOADABLE = ("torch", "numpy")
 WARM_ENV = "IKET_WARM_SOCKET"  # the shim's name for it, too
 LOG_NAME = "warm.log"
 

@@ -93,7 +93,7 @@ def test_function_target(work):
     assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
     assert (process["ranges"], process["markers"]) == (1, 1)
     assert record["warm"]["used"], "one pass ran in the warm standby's worker"
-    assert {"torch", "tvm_tirx.backend.cuda"} <= set(record["warm"]["modules"])
+    assert record["warm"]["modules"] == ["torch"], "TIRx initialises CUDA at import: never early"
     for kind in ("trace_json", "perfetto", "html", "pftrace_gz"):
         assert (work / "cap" / process["artifacts"][kind]["path"]).stat().st_size > 0
     from iket_cli import report
@@ -367,3 +367,46 @@ def test_doctor_lists_both_gpus(work):
     assert proc.returncode == 0 and "0: NVIDIA" in proc.stdout and "1: NVIDIA" in proc.stdout
     (work / "doctor.txt").write_text(proc.stdout)
     keep_file(work / "doctor.txt", "doctor-2gpu.txt")
+
+
+PROBE = r"""
+import importlib, json, sys, time
+sys.path.insert(0, sys.argv[1])
+import _shim
+out = {"before": _shim.cuda_initialized()}
+for name in sys.argv[2:]:
+    start = time.perf_counter()
+    importlib.import_module(name)
+    out[name] = [round(time.perf_counter() - start, 2), _shim.cuda_initialized()]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize(
+    "modules",
+    [["torch"], ["torch", "tvm_tirx"], ["torch", "tvm_tirx", "tvm_tirx.backend.cuda", "tvm_tirx.script"]],
+    ids=["torch", "tvm_tirx", "tirx-submodules"],
+)
+def test_which_imports_initialise_cuda(work, modules):
+    """The warm standby's probe on the real driver: what each import costs and whether it
+    called cuInit (torch must not: the standby imports it early)."""
+    shim_dir = str(Path(__file__).resolve().parent.parent / "iket_cli")
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, shim_dir, *modules], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = json.loads(proc.stdout.splitlines()[-1])
+    print("import seconds and CUDA initialised after each:", found)
+    assert found["before"] is False and found["torch"][1] is False
+    init = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {shim_dir!r}); import _shim, torch; "
+            "torch.cuda.init(); print(_shim.cuda_initialized())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert init.stdout.strip() == "True", "the probe sees cuInit"
