@@ -194,3 +194,34 @@ def test_the_shim_runs_the_call_itself_when_no_standby_listens(tmp_path):
         timeout=30,
     )
     assert (out.returncode, out.stdout) == (0, "ran here\n"), out.stderr
+
+
+def test_the_standby_does_not_serve_once_cuda_is_initialised(tmp_path):
+    """After an import that called cuInit a forked worker could not use CUDA: no socket.
+
+    The standby runs in a subprocess with the probe answering yes; were it to listen, it
+    would wait for a pass and the timeout would fail the test.
+    """
+    script = (
+        "import runpy, sys\n"
+        f"shim = runpy.run_path({str(Path(warm.__file__).with_name('_shim.py'))!r})\n"
+        "shim['serve'].__globals__['cuda_initialized'] = lambda: True\n"
+        "sys.exit(shim['serve'](sys.argv[1], ['json']))\n"
+    )
+    socket_path = tmp_path / "s"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(socket_path)], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert "importing json initialised CUDA; not serving" in done.stderr
+    assert not socket_path.exists(), "never listened"
+
+
+def test_the_cuda_probe_says_no_on_a_machine_without_a_driver():
+    import ctypes.util
+
+    from iket_cli import _shim
+
+    if ctypes.util.find_library("cuda"):
+        pytest.skip("a CUDA driver is installed here: the GPU checks cover the probe")
+    assert _shim.cuda_initialized() is False
