@@ -2,17 +2,16 @@
 
 It is run as a *file* (``python /path/to/_shim.py MODE ...``), never imported as part of
 the package, so it works under any interpreter the user picks with ``--python`` and adds
-nothing heavy to the workload. It does two things:
+nothing heavy to the workload. It does three things:
 
 * It passes the workload's output through a small forked filter that replaces bytes that
   are not UTF-8. run-iket 4.8.1 decodes every line of the workload's output strictly and
   dies with a ``UnicodeDecodeError`` traceback on the first bad byte.
 * ``call`` mode imports a script or module *as a module* (its ``__main__`` block does not
   run) and calls one function, so a user's file needs no profiling boilerplate.
-
 * ``call`` mode hands its call to iket's warm standby when one is ready (see
   :mod:`iket_cli.warm`): a process of the same interpreter that imported the workload's
-  heavy libraries (torch, TIRx) while the tracker pass ran. The standby forks a worker
+  heavy libraries (torch) while the tracker pass ran. The standby forks a worker
   that takes this process's environment, working directory and standard streams, and
   this process relays the worker's exit status (and forwards SIGINT/SIGTERM to it).
 
@@ -157,8 +156,15 @@ def hand_over(spec: str, func_name: str, args: list):
     except (OSError, ValueError, IndexError):
         conn.close()
         return None
+
+    def forward(signum, frame):
+        try:  # noqa: SIM105  (contextlib would be one more import in every pass)
+            os.kill(worker, signum)
+        except ProcessLookupError:
+            pass  # it has just ended: its status is on the way
+
     for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda signum, frame: os.kill(worker, signum))
+        signal.signal(number, forward)
     while True:
         try:
             reply = replies.readline()

@@ -98,7 +98,7 @@ class Options:
     strict: bool = False  # exit 1 (CaptureError) when the passes drifted
     max_buffer: int | None = None  # bytes: stop before the capture pass if the buffer is larger
     overhead: bool = False  # also time the kernels without instrumentation (a --warp-trace run)
-    warm: bool = True  # function targets: import torch/TIRx for the second pass meanwhile (warm.py)
+    warm: bool = True  # function targets: the second pass in a standby that imported torch (warm.py)
     command: list[str] | None = None  # the iket command line, recorded in the manifest
 
     def check(self) -> None:

@@ -99,7 +99,7 @@ def resolve(target: Target, *, cwd: Path, python: str, env: dict[str, str]) -> T
     if target.kind == "script":
         return Target("script", str(_existing_file(target.spec, cwd)), target.args)
     if target.kind == "module":
-        _find_module(target.spec, cwd, python)
+        find_module(target.spec, cwd, python)
         return target
     if target.kind == "function":
         return _resolve_function(target, cwd, python)
@@ -120,7 +120,7 @@ def _existing_file(spec: str, cwd: Path) -> Path:
     return path.resolve()
 
 
-def _find_module(name: str, cwd: Path, python: str) -> Path | None:
+def find_module(name: str, cwd: Path, python: str) -> Path | None:
     """Locate a module's source without executing any package ``__init__``.
 
     Returns None when the module lives under another interpreter (``--python``) whose
@@ -151,7 +151,7 @@ def _resolve_function(target: Target, cwd: Path, python: str) -> Target:
         source = _existing_file(module, cwd)
         spec = f"{source}:{func}"
     else:
-        found = _find_module(module, cwd, python)
+        found = find_module(module, cwd, python)
         source, spec = found, target.spec
     if source is not None and source.suffix == ".py":
         _check_function(source, module, func)

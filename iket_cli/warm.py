@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .targets import SHIM, Target
+from .targets import SHIM, Target, find_module
 
 #: Top-level packages a standby may import: their import-time state is the same in both passes.
 PRELOADABLE = ("torch", "numpy")
@@ -82,10 +82,8 @@ def source_of(target: Target, cwd: Path) -> Path | None:
     if module.endswith(".py") or "/" in module:
         path = Path(module) if Path(module).is_absolute() else cwd / module
         return path if path.is_file() else None
-    from .targets import _find_module
-
     try:
-        return _find_module(module, cwd, sys.executable)
+        return find_module(module, cwd, sys.executable)
     except Exception:  # a missing module is reported by target resolution, not here
         return None
 
