@@ -79,6 +79,22 @@ def snapshot(folder: Path) -> dict:
     }
 
 
+def all_gone(pids, within: float = 5.0) -> bool:
+    """Whether every process in ``pids`` is dead (or a zombie) within ``within`` seconds.
+
+    SIGKILL takes effect asynchronously: on a loaded machine a killed process can take a
+    moment to die. One that is still running after the wait was not killed.
+    """
+    import time
+
+    deadline = time.monotonic() + within
+    while any(alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def alive(pid: int) -> bool:
     """Whether a process exists and is not a zombie."""
     try:

@@ -17,7 +17,7 @@ import pytest
 from iket_cli import manifest, postprocess, report, runner
 from iket_cli.errors import UsageError
 
-from conftest import FIXTURES, alive, run_iket, start_iket
+from conftest import FIXTURES, all_gone, run_iket, start_iket
 
 CAPTURES = {"affine": ["0x204"], "multi": ["0x23f"], "spawn": ["0x299", "0x2b5"]}
 
@@ -178,8 +178,7 @@ def test_sigterm_while_decoding_stops_the_workers_and_leaves_no_debris(tmp_path)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "interrupted by SIGTERM while decoding" in err
-    time.sleep(0.2)
-    assert not any(alive(pid) for pid in workers)
+    assert all_gone(workers)
     after = sorted(p.relative_to(folder) for p in folder.rglob("*"))
     assert after == before, "no half-written artifact or launch part left behind"
 

@@ -7,7 +7,7 @@ import pytest
 from iket_cli import runner
 from iket_cli.errors import CaptureTimeout, ExitCode
 
-from conftest import alive
+from conftest import all_gone
 
 TREE = (
     "import subprocess, sys, time\n"
@@ -37,8 +37,7 @@ def test_timeout_kills_every_descendant(tmp_path):
     assert info.value.exit_code == ExitCode.TIMEOUT
     assert time.monotonic() - start < 15
     pids = [int(p) for p in lines[0].split()]
-    time.sleep(0.2)
-    assert not any(alive(p) for p in pids), "the child in its own session is gone too"
+    assert all_gone(pids), "the child in its own session is gone too"
 
 
 def test_descendants_walks_the_tree():
@@ -48,8 +47,7 @@ def test_descendants_walks_the_tree():
             assert set(pids) <= set(runner.descendants(proc.pid))
         finally:
             runner.kill_tree(proc)
-    time.sleep(0.2)
-    assert not any(alive(p) for p in [proc.pid, *pids])
+    assert all_gone([proc.pid, *pids])
 
 
 def test_missing_program_is_a_clear_error(tmp_path):

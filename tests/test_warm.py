@@ -21,7 +21,7 @@ import pytest
 from iket_cli import warm
 from iket_cli.targets import Target
 
-from conftest import alive, replay, run_iket, start_iket
+from conftest import all_gone, replay, run_iket, start_iket
 
 WORKLOAD = """
 import os, sys, time
@@ -127,9 +127,8 @@ def test_timeout_kills_the_worker_too(workdir, double):
     result = capture(workdir, double, "--timeout", "6", env={"WARM_SLEEP": "60"})
     assert result.code == 124, result
     assert time.monotonic() - start < 30
-    time.sleep(0.3)
     worker = int((workdir / "worker.pid").read_text())
-    assert not alive(worker)
+    assert all_gone([worker])
     assert not list(workdir.glob(".cap.iket-*")), "staging removed"
 
 
@@ -143,8 +142,7 @@ def test_ctrl_c_stops_the_worker(workdir, double):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    time.sleep(0.3)
-    assert not alive(worker)
+    assert all_gone([worker])
 
 
 @pytest.mark.parametrize(

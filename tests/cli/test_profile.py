@@ -20,7 +20,7 @@ import pytest
 
 from iket_cli import manifest, overhead
 
-from conftest import FIXTURES, alive, replay, run_iket, snapshot, start_iket
+from conftest import FIXTURES, all_gone, replay, run_iket, snapshot, start_iket
 
 AFFINE = FIXTURES / "affine"
 
@@ -346,8 +346,7 @@ def test_timeout_kills_the_whole_tree(tmp_path, real_run_iket):
     assert time.monotonic() - start < 30
     assert "timed out after 3 s" in result.stderr
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
-    time.sleep(0.2)
-    assert not any(alive(p) for p in pids), "no orphans, even one in its own session"
+    assert all_gone(pids), "no orphans, even one in its own session"
     assert snapshot(tmp_path / "cap") == before
     assert manifest.read(tmp_path / "cap.failed")["status"] == "timeout"
     assert not list(tmp_path.glob(".cap.iket-*")), "staging and lock removed"
@@ -365,8 +364,7 @@ def test_interrupt_stops_the_tree(tmp_path, real_run_iket, signum):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signum, err
     assert f"interrupted by {signal.Signals(signum).name}" in err
-    time.sleep(0.2)
-    assert not any(alive(p) for p in pids)
+    assert all_gone(pids)
     assert snapshot(tmp_path / "cap") == before
     assert manifest.read(tmp_path / "cap.failed")["status"] == "interrupted"
     assert not list(tmp_path.glob(".cap.iket-*"))
