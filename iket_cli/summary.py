@@ -135,9 +135,12 @@ def _group(keys, values, into: dict[int, list]) -> None:
 
     if not len(keys):
         return
-    unique, first = np.unique(keys, return_index=True)
-    for key in unique[np.argsort(first)]:
-        into[int(key)].append(values[keys == key])
+    order = np.argsort(keys, kind="stable")  # one sort, not one pass per key: names can be many
+    ordered = keys[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    groups = np.split(order, cuts)
+    for group in sorted(groups, key=lambda rows: rows[0]):  # first-seen order
+        into[int(keys[group[0]])].append(values[group])
 
 
 def _mark_offsets(launch: Launch, offsets: dict[int, list]) -> None:
