@@ -104,6 +104,23 @@ def alive(pid: int) -> bool:
         return False
 
 
+def launch_header(kernel: str, grid_id: int, block_x: int = 32) -> dict:
+    """A launch record's fields besides its markers, ranges and warp lifetimes."""
+    return {
+        "blockDimX": block_x,
+        "blockDimY": 1,
+        "blockDimZ": 1,
+        "contextId": 1,
+        "enabledCluster": {"x": 1, "y": 1, "z": 1},
+        "gridDimX": 1,
+        "gridDimY": 1,
+        "gridDimZ": 1,
+        "gridId": grid_id,
+        "kernelName": kernel,
+        "singleClusterActive": 0,
+    }
+
+
 def write_trace(path: Path, strings: list[str], launches: list[dict], locations: int = 1) -> None:
     """A trace in the decoder's compact layout (sorted keys, no spaces).
 
@@ -116,17 +133,7 @@ def write_trace(path: Path, strings: list[str], launches: list[dict], locations:
     for number, spec in enumerate(launches):
         docs.append(
             {
-                "blockDimX": 32 * locations,
-                "blockDimY": 1,
-                "blockDimZ": 1,
-                "contextId": 1,
-                "enabledCluster": {"x": 1, "y": 1, "z": 1},
-                "gridDimX": 1,
-                "gridDimY": 1,
-                "gridDimZ": 1,
-                "gridId": number + 1,
-                "kernelName": spec["kernel"],
-                "singleClusterActive": 0,
+                **launch_header(spec["kernel"], number + 1, block_x=32 * locations),
                 "markers": [
                     {"color": 0, "locIdx": loc, "markerNameIdx": name, "timestamp": ts}
                     for name, loc, ts in spec.get("markers", [])

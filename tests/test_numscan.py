@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from iket_cli import numscan, trace
 from iket_cli.errors import ManifestError
 
-from conftest import FIXTURES
+from conftest import FIXTURES, launch_header
 
 REAL = [
     FIXTURES / "affine" / "iket_pid_0x204.trace.json",
@@ -32,16 +32,7 @@ def compact(doc: dict) -> bytes:
 
 def launch_doc(markers, ranges, warps) -> dict:
     return {
-        "blockDimX": 32,
-        "blockDimY": 1,
-        "blockDimZ": 1,
-        "contextId": 1,
-        "enabledCluster": {"x": 1, "y": 1, "z": 1},
-        "gridDimX": 1,
-        "gridDimY": 1,
-        "gridDimZ": 1,
-        "gridId": 7,
-        "kernelName": "k",
+        **launch_header("k", 7),
         "markers": [
             {"color": c, "locIdx": loc, "markerNameIdx": n, "timestamp": t} for c, loc, n, t in markers
         ],
@@ -59,7 +50,6 @@ def launch_doc(markers, ranges, warps) -> dict:
             }
             for end, events, name, start, locs in ranges
         ],
-        "singleClusterActive": 0,
         "warpLifetimes": [{"endTs": e, "locIdx": loc, "startTs": s} for e, loc, s in warps],
     }
 
