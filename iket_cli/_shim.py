@@ -37,6 +37,8 @@ BAD_TARGET = 2
 STREAM_ENV = "IKET_CLI_STREAM"
 #: The warm standby's socket (set by the CLI for function targets; see iket_cli/warm.py).
 WARM_ENV = "IKET_WARM_SOCKET"
+#: The standby's log line once a pass handed its call over (iket_cli/warm.py reads it).
+SERVING = "iket-warm: serving the pass of pid"
 
 
 def _output_fd() -> int:
@@ -216,7 +218,7 @@ def serve(path: str, modules: list):
     job = json.loads(data)
     if len(fds) != 3:
         os._exit(1)
-    print(f"iket-warm: serving the pass of pid {job['shim']}", file=sys.stderr, flush=True)
+    print(f"{SERVING} {job['shim']}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     sys.stderr.flush()
     with warnings.catch_warnings():

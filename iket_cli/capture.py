@@ -356,7 +356,7 @@ class Session:
             log.write(f"# {' '.join(self.opts.command or ['iket_cli.profile(...)'])}\n")
             log.write(f"# run-iket command: {_quote(argv)}\n")
             self.log = log
-            os.mkfifo(self.staging.root / "workload.fifo")
+            os.mkfifo(self._fifo)
             result = self._warm_pass(argv, gpus)
         self.run_iket_s = round(result.duration_s, 3)
         if result.returncode != 0:
@@ -372,6 +372,11 @@ class Session:
             if self.opts.overhead:
                 self._measure_overhead(gpus)
         return self._succeeded(gpus.result())
+
+    @property
+    def _fifo(self) -> Path:
+        """Where the shim sends the workload's output live (see ``_shim.STREAM_ENV``)."""
+        return self.staging.root / "workload.fifo"
 
     def _warm_pass(self, argv: list[str], gpus: sysinfo.GpuQuery) -> runner.RunResult:
         """The tracker and capture passes, with a warm standby beside them where it helps."""
@@ -389,15 +394,13 @@ class Session:
 
     def _pass_env(self, procs: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The environment of run-iket and the passes (``extra``: the standby's socket)."""
-        stream = self.staging.root / "workload.fifo"
-        env = {**self.tool.child_env(self.env), STREAM_ENV: str(stream), **(extra or {})}
+        env = {**self.tool.child_env(self.env), STREAM_ENV: str(self._fifo), **(extra or {})}
         return labels.hook_env(env, procs)
 
     def _pass(
         self, argv: list[str], gpus: sysinfo.GpuQuery, procs: Path, extra: dict[str, str] | None = None
     ) -> runner.RunResult:
         """Run one run-iket command, streaming into the log; a stop becomes DIR.failed/."""
-        stream = self.staging.root / "workload.fifo"
         env = self._pass_env(procs, extra)
         timeout = self.opts.timeout
         if timeout is not None:  # one budget for the whole capture, --overhead run included
@@ -409,7 +412,7 @@ class Session:
                 cwd=self.cwd,
                 on_line=self._on_line,
                 timeout=timeout,
-                side_stream=stream,
+                side_stream=self._fifo,
                 stop=self.stop,
             )
         except runner.Stopped as stopped:

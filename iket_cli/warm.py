@@ -31,11 +31,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._shim import SERVING, WARM_ENV
+from .errors import TargetError
 from .targets import SHIM, Target, find_module
 
 #: Top-level packages a standby may import: their import-time state is the same in both passes.
 PRELOADABLE = ("torch", "numpy")
-WARM_ENV = "IKET_WARM_SOCKET"  # the shim's name for it, too
 LOG_NAME = "warm.log"
 
 
@@ -84,7 +85,7 @@ def source_of(target: Target, cwd: Path) -> Path | None:
         return path if path.is_file() else None
     try:
         return find_module(module, cwd, sys.executable)
-    except Exception:  # a missing module is reported by target resolution, not here
+    except TargetError:  # a missing module is reported by target resolution, not here
         return None
 
 
@@ -128,7 +129,7 @@ class Standby:
     def used(self) -> bool:
         """True when a pass handed its call over (the standby logs it)."""
         try:
-            return b"iket-warm: serving" in self.log_path.read_bytes()
+            return SERVING.encode() in self.log_path.read_bytes()
         except OSError:
             return False
 
