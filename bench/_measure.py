@@ -6,13 +6,13 @@ import subprocess
 import threading
 import time
 
-from iket_cli import runner
+from iket_cli.capture import tree
 
 
 def tree_rss(pid: int) -> int:
     """VmRSS summed over a process and all its descendants, from /proc."""
     total = 0
-    for member in [pid, *runner.descendants(pid)]:
+    for member in [pid, *tree.descendants(pid)]:
         try:
             with open(f"/proc/{member}/status") as handle:
                 for line in handle:

@@ -29,7 +29,7 @@ def first_render(page: Path, runs: int) -> list[float]:
     """Seconds from navigation start to the page saying it is ready, one fresh tab per run."""
     from playwright.sync_api import sync_playwright
 
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "render"))
     from test_report_browser import FLAGS
 
     chromium = shutil.which("chromium")

@@ -4,7 +4,7 @@ Side by side in one run, ``--runs`` times each, interleaved, each in a fresh pro
 
 * ``json.load``: ``json.load`` of the trace, then a plain Python loop computing the same
   per-kernel, per-range and per-mark summary (durations, percentiles, mark offsets);
-* ``iket``: ``iket_cli.trace.load`` plus ``iket_cli.summary.summarize``.
+* ``iket``: ``iket_cli.model.trace.load`` plus ``iket_cli.analysis.summary.summarize``.
 
 The trace defaults to keep256 (decoded from ``tests/fixtures/keep256_raw.tar.xz`` on the
 first run into ``--cache``). Prints wall time and peak RSS medians and their ratios, then
@@ -60,7 +60,8 @@ for kernel, (durations, offsets) in per_kernel.items():
 
 IKET = r"""
 import sys
-from iket_cli import summary, trace
+from iket_cli.analysis import summary
+from iket_cli.model import trace
 for k in summary.summarize(trace.load(sys.argv[1])):
     for r in k.ranges:
         d = r.durations
@@ -75,12 +76,12 @@ def keep256(cache: Path) -> Path:
     out = cache / "keep256.trace.json"
     if not out.exists():
         sys.path.insert(0, str(ROOT))
-        from iket_cli import postprocess
+        from iket_cli.decode import export
 
         with tarfile.open(ROOT / "tests/fixtures/keep256_raw.tar.xz") as archive:
             archive.extractall(cache, filter="data")
         raw = next(cache.rglob("iket.data.json"))
-        decoder = postprocess._decoder_class()(str(raw))
+        decoder = export.decoder_class()(str(raw))
         out.write_text(decoder.export_decoded_json())
         decoder.close()
     return out

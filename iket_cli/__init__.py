@@ -5,8 +5,11 @@ The Python API::
     import iket_cli
     capture = iket_cli.profile("profile_affine.py:workload", output_dir="iket-affine")
     capture.trace_json, capture.perfetto, capture.manifest["processes"]
+    iket_cli.report.write("iket-affine", "report.html")
 
-Attributes are imported on first use, so ``import iket_cli`` stays cheap.
+Attributes are imported on first use, so ``import iket_cli`` stays cheap. The package is
+laid out by stage (see the README, "How the code is laid out"): ``model`` ← ``capture`` ←
+``decode`` ← ``analysis`` ← ``render`` ← ``pipeline`` ← ``cli``.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from typing import Any
 
 from ._version import __version__
 
-_LAZY = {
-    "profile": ("capture", "profile"),
-    "Capture": ("capture", "Capture"),
-    "Process": ("capture", "Process"),
-    "Target": ("targets", "Target"),
+#: The public API: name -> (module, attribute; None for the module itself).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "profile": ("pipeline.profile", "profile"),
+    "Capture": ("model.folder", "Capture"),
+    "Process": ("model.folder", "Process"),
+    "Target": ("capture.targets", "Target"),
     "IketError": ("errors", "IketError"),
     "ExitCode": ("errors", "ExitCode"),
+    "report": ("render.report", None),
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -33,6 +38,7 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     module, attr = _LAZY[name]
-    value = getattr(importlib.import_module(f".{module}", __name__), attr)
+    loaded = importlib.import_module(f".{module}", __name__)
+    value = loaded if attr is None else getattr(loaded, attr)
     globals()[name] = value
     return value

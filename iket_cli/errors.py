@@ -2,7 +2,8 @@
 
 Everything below the click layer raises a subclass of :class:`IketError`; the CLI turns
 it into a one-line message (plus an optional hint) and an exit code in exactly one place
-(``iket_cli.cli.main``). The Python API lets the same exceptions propagate.
+(``iket_cli.cli.main``). The Python API lets the same exceptions propagate. Every layer
+may import this module; it imports nothing of iket's.
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ class ToolchainError(UsageError):
     """run-iket is missing, too old, or the environment cannot host an IKET capture."""
 
 
+class SpawnError(ToolchainError):
+    """A program could not be started (or gave no answer in time); ``command`` is it, quoted."""
+
+    def __init__(self, message: str, *, command: str = "", **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.command = command
+
+
 class CaptureError(IketError):
     """The workload or run-iket failed. ``phase`` names the pass that failed."""
 
@@ -83,6 +92,10 @@ class CaptureError(IketError):
     def __init__(self, message: str, *, phase: str | None = None, **kwargs) -> None:
         super().__init__(message, **kwargs)
         self.phase = phase
+
+
+class DecodeError(CaptureError):
+    """A raw capture could not be decoded (missing, truncated or corrupt files)."""
 
 
 class NoInstrumentedKernelError(CaptureError):

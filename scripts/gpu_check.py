@@ -96,7 +96,7 @@ def test_function_target(work):
     assert record["warm"]["modules"] == ["torch"], "TIRx initialises CUDA at import: never early"
     for kind in ("trace_json", "perfetto", "html", "pftrace_gz"):
         assert (work / "cap" / process["artifacts"][kind]["path"]).stat().st_size > 0
-    from iket_cli import report
+    from iket_cli.render import report
 
     page = report.embedded(work / "cap" / process["artifacts"]["html"]["path"])  # the offline report
     shown = iket("show", "cap", "--format", "json", cwd=work)
@@ -390,7 +390,7 @@ print(json.dumps(out))
 def test_which_imports_initialise_cuda(work, modules):
     """The warm standby's probe on the real driver: what each import costs and whether it
     called cuInit (torch must not: the standby imports it early)."""
-    shim_dir = str(Path(__file__).resolve().parent.parent / "iket_cli")
+    shim_dir = str(Path(__file__).resolve().parent.parent / "iket_cli" / "capture")
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, shim_dir, *modules], capture_output=True, text=True, timeout=300
     )

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from iket_cli.model import pftrace as pftrace_mod
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DOUBLE = Path(__file__).resolve().parent / "fakes" / "run_iket_double.py"
@@ -70,6 +72,16 @@ def real_run_iket() -> Path:
 def replay(name: str) -> dict:
     """Environment that makes the double replay ``tests/fixtures/<name>``."""
     return {"IKET_DOUBLE_CAPTURE": str(FIXTURES / name)}
+
+
+def kept(tmp_path: Path, name: str) -> Path:
+    """A copy of the kept capture ``tests/fixtures/<name>`` with its final artifacts removed:
+    only the raw data is left, as ``--keep`` leaves it before decoding."""
+    folder = tmp_path / name
+    shutil.copytree(FIXTURES / name, folder)
+    for path in folder.glob("iket_pid_*"):
+        path.unlink()
+    return folder
 
 
 def snapshot(folder: Path) -> dict:
@@ -167,3 +179,30 @@ def write_trace(path: Path, strings: list[str], launches: list[dict], locations:
         "stringTable": strings,
     }
     path.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")))
+
+
+# -- reading Perfetto traces back (pftrace tests, merge --timeline tests) ---------------
+
+
+def packets(data: bytes) -> list[dict[int, list]]:
+    """Each TracePacket of a trace as {field number: [values]}."""
+    result = []
+    for number, _, packet in pftrace_mod.fields(data):
+        assert number == pftrace_mod.TRACE_PACKET
+        fields: dict[int, list] = {}
+        for field, _, value in pftrace_mod.fields(packet):
+            fields.setdefault(field, []).append(value)
+        result.append(fields)
+    return result
+
+
+def tracks(data: bytes) -> list[dict[int, list]]:
+    """Each TrackDescriptor of a trace as {field number: [values]}."""
+    out = []
+    for packet in packets(data):
+        for body in packet.get(pftrace_mod.PACKET_TRACK_DESCRIPTOR, []):
+            fields: dict[int, list] = {}
+            for field, _, value in pftrace_mod.fields(body):
+                fields.setdefault(field, []).append(value)
+            out.append(fields)
+    return out

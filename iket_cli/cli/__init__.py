@@ -17,7 +17,7 @@ from ..errors import ExitCode, IketError
 
 
 def _version_text() -> str:
-    from .. import toolchain
+    from ..capture import toolchain
 
     try:
         tool = toolchain.find()

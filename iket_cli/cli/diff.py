@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import CaptureError
+from ..model.vocab import DIFF_FORMATS, DIFF_STATS
 
 
 @click.command("diff", short_help="Compare two captures per kernel and range; gate on slowdowns.")
@@ -15,7 +16,7 @@ from ..errors import CaptureError
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option(
     "--stat",
-    type=click.Choice(["median", "mean", "p90", "total"]),
+    type=click.Choice(DIFF_STATS),
     default="median",
     show_default=True,
     help="Statistic compared per (kernel, range).",
@@ -25,9 +26,7 @@ from ..errors import CaptureError
     metavar="THRESHOLD",
     help="Exit 1 when a range got slower by more than this: 5%, or 'mainloop=3%,*=10%'.",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True
-)
+@click.option("--format", "fmt", type=click.Choice(DIFF_FORMATS), default="table", show_default=True)
 @click.option(
     "--html",
     "html_out",
@@ -41,14 +40,15 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
     more than the GPU timer's step and by more than its instances' spread explains (see
     docs/diff.md).
     """
-    from .. import diff
+    from ..analysis import diff
+    from ..render import diff as diff_view
 
     if html_out is not None:
-        from .. import report
+        from ..render import report
 
         report.check_output(html_out)
     changes = diff.compare(base, new, stat=stat, fail_over=fail_over)
-    diff.render(changes, fmt, sys.stdout, stat)
+    diff_view.render(changes, fmt, sys.stdout, stat)
     if html_out is not None:
         from dataclasses import asdict
 

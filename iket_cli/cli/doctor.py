@@ -15,7 +15,7 @@ from ..errors import IketError
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON on stdout.")
 def command(as_json: bool) -> int:
     """Check run-iket, the decoder, the GPUs and the environment. Exit 1 if a capture cannot run."""
-    from .. import doctor
+    from ..capture import doctor
 
     results = doctor.checks()
     if as_json:

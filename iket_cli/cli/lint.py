@@ -9,24 +9,27 @@ from pathlib import Path
 import click
 
 from ..errors import CaptureError
+from ..model.vocab import LINT_FORMATS
 
 
 @click.command("lint", short_help="Find instrumentation problems in a capture.")
 @click.argument("capture", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(LINT_FORMATS), default="text", show_default=True)
 @click.option("--strict", is_flag=True, help="Exit 1 when there is any finding.")
 def command(capture: Path, fmt: str, strict: bool) -> int:
     """Check CAPTURE (a capture directory, its manifest.json or a *.trace.json) for launches
     without events, too many or too long event names, and ranges at the timer's resolution."""
-    from .. import lint, show
-    from .. import trace as trace_mod
+    from ..analysis import lint
+    from ..model import trace as trace_mod
+    from ..model.folder import find_traces
+    from ..render.tables import lint_lines
 
     report = []
-    for label, path in show.find_traces(capture):
+    for label, path in find_traces(capture):
         findings = lint.lint(trace_mod.load(path))
         report.append({"process": label, "trace": str(path), "findings": [f.to_dict() for f in findings]})
         if fmt == "text":
-            for line in lint.render_text(findings):
+            for line in lint_lines(findings):
                 sys.stdout.write(f"{label}: {line}\n")
     if fmt == "json":
         sys.stdout.write(json.dumps({"processes": report}, indent=2) + "\n")

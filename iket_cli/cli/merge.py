@@ -33,7 +33,7 @@ def command(
     offsets: tuple[str, ...],
 ) -> int:
     """Merge CAPTURES into OUT; each keeps its artifacts in OUT/<its folder name>/."""
-    from ..merge import merge
+    from ..pipeline.merge import merge
 
     shifts = {}
     for item in offsets:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import CaptureError
+from ..model.vocab import DECODE_CHOICES, FORMATS
 
 
 @click.command("postprocess", short_help="Decode a capture kept with --keep (no GPU needed).")
@@ -16,7 +16,7 @@ from ..errors import CaptureError
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["perfetto", "json", "html", "all"]),
+    type=click.Choice(DECODE_CHOICES),
     default="all",
     show_default=True,
     help="Artifacts to write per process.",
@@ -31,20 +31,15 @@ def command(capture_dir: Path, fmt: str, jobs: int | None, quiet: bool, as_json:
     Running it again gives the same artifacts. A missing or corrupt raw file is reported
     by name, the other processes are still decoded, and the exit status is 1.
     """
-    from ..console import DecodeProgress
-    from ..postprocess import FORMATS, postprocess_capture
+    from ..pipeline.postprocess import decode_error, postprocess_capture
+    from ..render.progress import DecodeProgress
 
     formats = list(FORMATS) if fmt == "all" else [fmt]
     with DecodeProgress(quiet=quiet) as progress:
         record, outcomes = postprocess_capture(capture_dir, formats, jobs=jobs, progress=progress)
     if as_json:
         sys.stdout.write(json.dumps(record, indent=2) + "\n")
-    failures = [o for o in outcomes if o.error]
-    if failures:
-        reasons = list(dict.fromkeys(o.error for o in failures))  # one line per broken file
-        raise CaptureError(
-            f"{len(failures)} of {len(outcomes)} decodes failed: {reasons[0]}",
-            phase="postprocess",
-            details=reasons[1:],
-        )
+    failed = [o for o in outcomes if o.error]
+    if failed:
+        raise decode_error(failed, len(outcomes))
     return 0

@@ -9,8 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import IketError, UsageError
-
-POSTPROCESS = ("perfetto", "json", "html", "all", "none")
+from ..model.vocab import LOG_LEVELS, MANIFEST_NAME, POSTPROCESS_CHOICES
 
 
 def split_workload(
@@ -106,7 +105,7 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
 )
 @click.option(
     "--postprocess",
-    type=click.Choice(POSTPROCESS),
+    type=click.Choice(POSTPROCESS_CHOICES),
     default="all",
     show_default=True,
     help="Artifacts to write per process.",
@@ -154,7 +153,7 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     metavar="SIZE",
     help="Device buffer per context, e.g. 512M (default: from the tracker pass).",
 )
-@click.option("--log-level", type=click.Choice(["error", "warn", "info"]), help="run-iket's log level.")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS), help="run-iket's log level.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the tracker and capture passes differ.")
 @click.option(
     "--max-buffer",
@@ -186,31 +185,29 @@ def command(ctx: click.Context, **kw: object) -> int:
     iket profile [OPTIONS] -m module [ARGS]...      run a module
     iket profile [OPTIONS] -- COMMAND [ARGS]...     run any command
     """
-    from .. import targets
-    from ..capture import profile
-    from ..console import ConsoleReporter
+    from ..capture import targets
+    from ..capture.tree import become_subreaper
+    from ..model.units import parse_size
+    from ..pipeline.profile import profile
+    from ..render.progress import ConsoleReporter
 
     kind, words = ctx.meta.get("iket.workload", ("positional", []))
     target = targets.parse(kind, words)
     as_json = bool(kw.pop("as_json"))
     if kw.get("max_buffer") is not None:
-        from ..capture import parse_size
-
         kw["max_buffer"] = parse_size(str(kw["max_buffer"]))
     quiet, verbose = bool(kw.pop("quiet")), bool(kw.pop("verbose"))
     output_dir = kw.pop("output_dir")
     reporter = ConsoleReporter(
         quiet=quiet, verbose=verbose, workload_out=sys.stderr if as_json else sys.stdout
     )
-    from ..runner import become_subreaper
-
     become_subreaper()
     try:
         with reporter:
             capture = profile(target, output_dir, reporter=reporter, command=["iket", *sys.argv[1:]], **kw)
     except IketError as error:
-        if as_json and error.failed_dir is not None and (error.failed_dir / "manifest.json").is_file():
-            sys.stdout.write((error.failed_dir / "manifest.json").read_text())  # CI reads it too
+        if as_json and error.failed_dir is not None and (error.failed_dir / MANIFEST_NAME).is_file():
+            sys.stdout.write((error.failed_dir / MANIFEST_NAME).read_text())  # CI reads it too
         raise
     reporter.summary(capture)
     if as_json:

@@ -23,7 +23,7 @@ def command(capture: Path, output: Path | None, title: str | None) -> int:
     It opens from file:// with no network and no server: the capture's metadata, the
     statistics of iket show as sortable tables, and a zoomable timeline of each launch.
     """
-    from .. import report
+    from ..render import report
 
     if output is None:
         folder = capture if capture.is_dir() else capture.parent

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import CaptureError
+from ..model.vocab import POSTPROCESS_CHOICES
 
 
 def _workers(_ctx, _param, value: str) -> int | str:
@@ -28,8 +29,17 @@ def _workers(_ctx, _param, value: str) -> int | str:
     help="Config file (default: iket.toml, else [tool.iket] in pyproject.toml).",
 )
 @click.option("--output", type=click.Path(file_okay=False, path_type=Path), help="Output root.")
-@click.option("--postprocess", type=click.Choice(["perfetto", "json", "html", "all", "none"]))
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS")
+@click.option(
+    "--postprocess",
+    type=click.Choice(POSTPROCESS_CHOICES),
+    help="Artifacts to write per process, for every job (default: the configuration's, else all).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Kill a job's whole process tree after this many seconds (default: the configuration's).",
+)
 @click.option("--keep", is_flag=True, default=None, help="Keep run-iket's intermediates.")
 @click.option("--fail-fast", is_flag=True, help="Start no new job after one failed.")
 @click.option(
@@ -79,17 +89,21 @@ def command(
 
     Exit 0 when every job succeeded, 1 when any failed or regressed, 2 on a config error.
     """
-    from .. import config as config_mod
-    from .. import diff as diff_mod
-    from .. import runjobs
-    from ..console import PrefixReporter
+    from dataclasses import asdict
+
+    from ..analysis import diff as diff_mod
+    from ..model.vocab import JOB_FAILING, RUN_MANIFEST_NAME
+    from ..pipeline import config as config_mod
+    from ..pipeline import jobs as jobs_mod
+    from ..render import ci
+    from ..render.progress import PrefixReporter
 
     cfg = config_mod.load(config_path)
     jobs = cfg.select(list(names))
     if baseline is not None:
         diff_mod.parse_thresholds(fail_over)  # a bad threshold is a usage error before anything runs
     overrides = {"output": output, "postprocess": postprocess, "timeout": timeout, "keep": keep}
-    results = runjobs.run(
+    results = jobs_mod.run(
         cfg,
         jobs,
         overrides=overrides,
@@ -100,26 +114,27 @@ def command(
         reporter_for=lambda name: PrefixReporter(name, quiet),
     )
     root = output or cfg.output
+    records = [asdict(r) for r in results]
     if junit:
-        junit.write_text(runjobs.junit(results))
-    text = runjobs.summary_markdown(results, root)
+        junit.write_text(ci.junit(records))
+    text = ci.summary_markdown(records, root)
     if summary:
         summary.write_text(text)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
             handle.write(text)
     for r in results:
-        if not quiet or r.status in runjobs.FAILING:
+        if not quiet or r.status in JOB_FAILING:
             sys.stderr.write(
                 f"iket: {r.name}: {r.status} in {r.duration_s:.1f} s{f' ({r.error})' if r.error else ''}\n"
             )
-    failed = [r for r in results if r.status in runjobs.FAILING]
+    failed = [r for r in results if r.status in JOB_FAILING]
     skipped = len(jobs) - len(results)
     if failed or skipped:
         raise CaptureError(
             f"{len(failed)} of {len(jobs)} job(s) failed"
             f"{f', {skipped} not started (--fail-fast)' if skipped else ''}; "
-            f"see {root / runjobs.RUN_MANIFEST}",
+            f"see {root / RUN_MANIFEST_NAME}",
             phase="run",
         )
     return 0

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ..model.vocab import GROUPINGS, SHOW_FORMATS
+
 
 def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tuple[int, int, int] | None:
     if text is None:
@@ -23,7 +25,7 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "csv", "markdown"]),
+    type=click.Choice(SHOW_FORMATS),
     default="table",
     show_default=True,
     help="Output on stdout.",
@@ -37,7 +39,7 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
 @click.option("--warp", type=click.IntRange(min=0), metavar="N", help="Only records of warp N (in its CTA).")
 @click.option(
     "--by",
-    type=click.Choice(["kernel", "launch", "cta", "warp", "sm"]),
+    type=click.Choice(GROUPINGS),
     default="kernel",
     show_default=True,
     help="Group the statistics.",
@@ -66,28 +68,23 @@ def command(
     min, p50, p90, p99, max and share of the warps' lifetime; per mark: count and offset
     from the start of the enclosing range.
     """
-    from .. import show
+    from ..render import tables
 
     if timeline:
-        from .. import timeline as timeline_mod
-        from .. import trace as trace_mod
+        from ..model import trace as trace_mod
+        from ..model.folder import find_traces
+        from ..render import timeline as timeline_mod
 
-        for label, path in show.find_traces(capture):
+        for label, path in find_traces(capture):
             chosen = trace_mod.select(trace_mod.load(path), **filters)
             sys.stdout.write(f"pid {label}\n")
             timeline_mod.render(chosen, sys.stdout, launch=0, width=width)  # the first that matches
         return 0
-    processes = show.summarize(capture, by=by, top=top, **filters)
-    renderer = {
-        "json": show.render_json,
-        "csv": show.render_csv,
-        "markdown": show.render_markdown,
-        "table": show.render_table,
-    }[fmt]
-    renderer(processes, sys.stdout)
-    from ..lint import render_text
+    from ..analysis.summary import summarize_capture
 
+    processes = summarize_capture(capture, by=by, top=top, **filters)
+    tables.RENDERERS[fmt](processes, sys.stdout)
     for process in processes:  # warnings go to stderr: stdout stays the report
-        for line in render_text(process["findings"]):
+        for line in tables.lint_lines(process["findings"]):
             sys.stderr.write(f"{process['process']}: {line}\n")
     return 0

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli import manifest, overhead
+from iket_cli.analysis import overhead
+from iket_cli.model import manifest
+from iket_cli.render import report
 
 from conftest import FIXTURES, all_gone, replay, run_iket, snapshot, start_iket
 
@@ -666,12 +668,19 @@ def test_a_closed_stdout_does_not_stop_the_capture(work, double):
     assert "Traceback" not in proc.stderr
 
 
-def test_profile_lints_what_it_captured(work, double):
-    result = profile(double, "-o", "cap", "w.py:workload", cwd=work, env=env_for(work, "multi"))
+@pytest.mark.parametrize("postprocess", ["all", "html"])
+def test_profile_lints_what_it_captured(work, double, postprocess):
+    """With --postprocess html the JSON trace is made only for the report and removed after
+    it: it must be linted first (it once was removed before lint ran, and lint was empty)."""
+    args = ("-o", "cap", "--postprocess", postprocess, "w.py:workload")
+    result = profile(double, *args, cwd=work, env=env_for(work, "multi"))
     assert result.code == 0, result
     assert "[resolution] 142 of 192 ranges in scale_loop_kernel" in result.stderr
     (finding,) = manifest.read(work / "cap")["lint"]
     assert (finding["process"], finding["code"]) == ("0x23f", "resolution")
+    page = report.embedded(work / "cap" / "iket_pid_0x23f.html")
+    assert [f["code"] for f in page["stats"][0]["findings"]] == ["resolution"], "the report shows the same"
+    assert (work / "cap" / "iket_pid_0x23f.trace.json").exists() == (postprocess == "all")
 
 
 def test_overhead_runs_a_warp_trace_pass_and_compares(work, double):

@@ -1,1 +1,0 @@
-"""The page template of ``iket report`` (package data)."""

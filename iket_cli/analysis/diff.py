@@ -1,0 +1,158 @@
+"""``iket diff``'s logic: match (kernel, range) pairs of two captures and judge the change.
+
+Every range has many instances per capture (one per warp and iteration), so a change is
+judged against the instances' own spread, not only against a percentage:
+
+* the statistic (``median``, ``mean``, ``p90`` or ``total``) must have grown by more than the
+  threshold (``--fail-over 5%``, or per range: ``mainloop=3%,*=10%``);
+* by more than the GPU timer's step (32 ns on the H200): smaller steps are quantisation;
+* and by more than the noise explains: the standard error of each side's median is
+  estimated as ``1.2533 · σ / √n`` with the robust ``σ = IQR / 1.349``, and the change must
+  exceed three combined standard errors (``3 · √(se_base² + se_new²)``). With one instance
+  per side there is no spread to use, and only the first two tests apply.
+
+Processes are pooled: a (kernel, range) pair collects its instances from every process of
+the capture, since process ids differ from run to run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from ..model import trace as trace_mod
+from ..model.folder import find_traces
+from ..model.vocab import DIFF_STATS, TIMER_STEP_NS
+
+NOISE_SIGMAS = 3.0
+
+
+@dataclass
+class Change:
+    kernel: str
+    range: str
+    base: float | None
+    new: float | None
+    base_count: int
+    new_count: int
+    ratio: float | None
+    delta: float | None
+    impact_ns: float  # change of the total time spent in the range
+    noise_ns: float | None
+    regression: bool
+    status: str  # "matched", "added", "removed"
+
+
+def instances(location: Path) -> dict[tuple[str, str], list[int]]:
+    """Every range duration of a capture, by (kernel, range name), pooled over processes."""
+    pooled: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for _, path in find_traces(location):
+        loaded = trace_mod.load(path)
+        for launch in loaded.launches:
+            r = launch.ranges
+            for idx, start, end in zip(r.name, r.start, r.end, strict=True):
+                pooled[(launch.kernel, loaded.name(idx))].append(end - start)
+    return pooled
+
+
+def statistic(values: list[int], stat: str) -> float:
+    ordered = sorted(values)
+    if stat == "total":
+        return float(sum(ordered))
+    if stat == "mean":
+        return sum(ordered) / len(ordered)
+    q = 0.5 if stat == "median" else 0.9
+    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))])
+
+
+def median_se(values: list[int]) -> float | None:
+    """Robust standard error of the median; None with fewer than two instances."""
+    n = len(values)
+    if n < 2:
+        return None
+    ordered = sorted(values)
+    iqr = ordered[(3 * n) // 4] - ordered[n // 4]
+    return 1.2533 * (iqr / 1.349) / math.sqrt(n)
+
+
+def parse_thresholds(spec: str | None) -> list[tuple[str, float]]:
+    """``5%`` or ``mainloop=3%,*=10%`` -> [(pattern, fraction)], most specific first."""
+    if not spec:
+        return []
+    rules = []
+    for part in spec.split(","):
+        pattern, sep, value = part.rpartition("=")
+        pattern = pattern.strip() if sep else "*"
+        value = value.strip()
+        try:
+            fraction = float(value.removesuffix("%")) / (100 if value.endswith("%") else 1)
+        except ValueError:
+            raise UsageError(
+                f"--fail-over {part!r} is not a threshold",
+                hint="e.g. --fail-over 5% or --fail-over 'mainloop=3%,*=10%'",
+            ) from None
+        if fraction < 0:
+            raise UsageError(f"--fail-over {part!r} is negative")
+        rules.append((pattern, fraction))
+    return sorted(rules, key=lambda rule: rule[0] == "*")
+
+
+def threshold_for(rules: list[tuple[str, float]], kernel: str, name: str) -> float | None:
+    for pattern, fraction in rules:
+        if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(f"{kernel}/{name}", pattern):
+            return fraction
+    return None
+
+
+def compare(base: Path, new: Path, *, stat: str = "median", fail_over: str | None = None) -> list[Change]:
+    """All (kernel, range) changes from ``base`` to ``new``, by impact."""
+    if stat not in DIFF_STATS:
+        raise UsageError(f"unknown --stat {stat!r}", hint=f"use one of {', '.join(DIFF_STATS)}")
+    rules = parse_thresholds(fail_over)
+    before, after = instances(base), instances(new)
+    changes = []
+    for key in [*before, *[k for k in after if k not in before]]:
+        old, cur = before.get(key, []), after.get(key, [])
+        changes.append(_change(key, old, cur, stat, rules))
+    return sorted(changes, key=lambda c: -abs(c.impact_ns))
+
+
+def _change(key, old: list[int], cur: list[int], stat: str, rules) -> Change:
+    kernel, name = key
+    if not old or not cur:
+        total = float(sum(cur) - sum(old))
+        value = statistic(cur or old, stat)
+        return Change(
+            kernel,
+            name,
+            None if not old else value,
+            None if not cur else value,
+            len(old),
+            len(cur),
+            None,
+            None,
+            total,
+            None,
+            False,
+            "added" if cur else "removed",
+        )
+    a, b = statistic(old, stat), statistic(cur, stat)
+    delta = b - a
+    ratio = b / a if a else None
+    se_a, se_b = median_se(old), median_se(cur)
+    noise = NOISE_SIGMAS * math.hypot(se_a, se_b) if se_a is not None and se_b is not None else None
+    if noise is not None and stat == "total":
+        noise *= len(cur)  # the total moves with n times the per-instance noise
+    limit = threshold_for(rules, kernel, name)
+    regression = (
+        limit is not None
+        and delta > abs(a) * limit
+        and delta > TIMER_STEP_NS
+        and (noise is None or delta > noise)
+    )
+    impact = float(sum(cur) - sum(old))
+    return Change(kernel, name, a, b, len(old), len(cur), ratio, delta, impact, noise, regression, "matched")

@@ -1,0 +1,315 @@
+"""The summary of a capture: per process, group and kernel, per range name and per mark name.
+
+Pure functions from a :class:`~iket_cli.model.trace.Trace` to plain data, so that every
+renderer (``iket show``'s table, JSON, CSV and markdown, the HTML report, the CI
+summary) shows the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..model import trace as trace_mod
+from ..model.folder import find_traces
+from ..model.trace import Launch, Trace
+from ..model.vocab import GROUPINGS, TIMER_STEP_NS
+from . import lint as lint_mod
+
+
+@dataclass
+class Stats:
+    """Distribution of durations (or offsets) in nanoseconds."""
+
+    count: int
+    total: int
+    mean: float
+    min: int
+    p50: int
+    p90: int
+    p99: int
+    max: int
+
+    @property
+    def at_resolution_limit(self) -> bool:
+        """True when the typical value is within one step of the timer: read it with care."""
+        return self.p50 <= TIMER_STEP_NS
+
+
+def stats(values) -> Stats | None:
+    """Nearest-rank percentiles of a list or numpy array of ints; None for no values."""
+    import numpy as np
+
+    ordered = np.sort(np.asarray(values, dtype=np.int64))
+    n = len(ordered)
+    if not n:
+        return None
+
+    def rank(q: float) -> int:
+        return int(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))])
+
+    total = int(ordered.sum())
+    return Stats(n, total, total / n, int(ordered[0]), rank(0.5), rank(0.9), rank(0.99), int(ordered[-1]))
+
+
+@dataclass
+class RangeRow:
+    name: str
+    durations: Stats
+    share_of_warp_time: float | None
+
+
+@dataclass
+class MarkerRow:
+    name: str
+    count: int
+    offset_from_range: Stats | None  # from the start of the enclosing range
+
+
+@dataclass
+class KernelSummary:
+    kernel: str
+    launches: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    warp_lifetimes: Stats | None
+    ranges: list[RangeRow]
+    markers: list[MarkerRow]
+
+
+def summarize(trace: Trace) -> list[KernelSummary]:
+    """One summary per kernel name, launches of the same kernel pooled, in launch order."""
+    by_kernel: dict[str, list[Launch]] = defaultdict(list)
+    for launch in trace.launches:
+        by_kernel[launch.kernel].append(launch)
+    return [_kernel(trace, name, launches) for name, launches in by_kernel.items()]
+
+
+def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
+    import numpy as np
+
+    durations: dict[int, list] = defaultdict(list)
+    offsets: dict[int, list] = defaultdict(list)
+    counts: Counter[int] = Counter()
+    warp_times = []
+    for launch in launches:
+        r, w = launch.ranges, launch.warps
+        _group(_ints(r.name), _ints(r.end) - _ints(r.start), durations)
+        warp_times.append(_ints(w.end) - _ints(w.start))
+        counts.update(Counter(launch.markers.name))
+        _mark_offsets(launch, offsets)
+    warp_total = int(sum(int(times.sum()) for times in warp_times))
+    ranges = []
+    for idx, parts in durations.items():
+        values = np.concatenate(parts)
+        share = int(values.sum()) / warp_total if warp_total else None
+        ranges.append(RangeRow(trace.name(idx), stats(values), share))
+    markers = [
+        MarkerRow(trace.name(idx), counts[idx], stats(np.concatenate(offsets[idx]) if idx in offsets else []))
+        for idx in counts
+    ]
+    first = launches[0]
+    return KernelSummary(
+        name,
+        len(launches),
+        first.grid,
+        first.block,
+        stats(np.concatenate(warp_times)),
+        sorted(ranges, key=lambda row: -row.durations.total),
+        markers,
+    )
+
+
+def _ints(column):
+    """An ``array`` column as an int64 numpy array (a view where it already is one)."""
+    import numpy as np
+
+    if not len(column):
+        return np.zeros(0, np.int64)
+    values = np.frombuffer(column, dtype=np.int64 if column.itemsize == 8 else np.int32)
+    return values.astype(np.int64, copy=False)
+
+
+def _group(keys, values, into: dict[int, list]) -> None:
+    """Append ``values`` to ``into[key]`` per distinct key, first-seen key order kept."""
+    import numpy as np
+
+    if not len(keys):
+        return
+    order = np.argsort(keys, kind="stable")  # one sort, not one pass per key: names can be many
+    ordered = keys[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    groups = np.split(order, cuts)
+    for group in sorted(groups, key=lambda rows: rows[0]):  # first-seen order
+        into[int(keys[group[0]])].append(values[group])
+
+
+def _mark_offsets(launch: Launch, offsets: dict[int, list]) -> None:
+    """Each mark's offset from the start of the innermost range of its warp that holds it,
+    appended to ``offsets[name]`` (an array per launch).
+
+    The innermost holder is the latest-starting range of the mark's warp with
+    ``start <= ts <= end`` (what a stack of open ranges swept in time order leaves on top).
+    Vectorised: ranges sorted by (warp, start, end), each mark's last candidate found by
+    ``searchsorted``, then a binary descent over a sparse table of range ends skips the
+    candidates that ended before the mark, in log2(ranges) numpy steps for all marks.
+    """
+    import numpy as np
+
+    r, m = launch.ranges, launch.markers
+    if not len(m) or not len(r):
+        return
+    r_loc, r_start, r_end = _ints(r.loc), _ints(r.start), _ints(r.end)
+    m_loc, m_ts, m_name = _ints(m.loc), _ints(m.start), _ints(m.name)
+    origin = min(int(r_start.min()), int(m_ts.min()))
+    span = max(int(r_end.max()), int(m_ts.max())) - origin + 1
+    warps = max(int(r_loc.max()), int(m_loc.max())) + 2  # loc -1 (no warp) becomes 0
+    if span * warps >= 2**62 or min(int(r_loc.min()), int(m_loc.min())) < -1:
+        _mark_offsets_swept(launch, offsets)  # keys would overflow int64
+        return
+    order = np.lexsort((r_end, (r_loc + 1) * span + (r_start - origin)))
+    start_key = (r_loc[order] + 1) * span + (r_start[order] - origin)
+    end_key = (r_loc[order] + 1) * span + (r_end[order] - origin)
+    mark_key = (m_loc + 1) * span + (m_ts - origin)
+    position = np.searchsorted(start_key, mark_key, side="right") - 1
+    table = [end_key]  # table[j][i] = max(end_key[i : i + 2**j])
+    while 2 ** len(table) <= len(end_key):
+        half = 2 ** (len(table) - 1)
+        table.append(np.maximum(table[-1][:-half], table[-1][half:]))
+    for level in range(len(table) - 1, -1, -1):
+        width = 2**level
+        block = position - width + 1
+        usable = block >= 0
+        ended = np.zeros(len(position), bool)
+        ended[usable] = table[level][block[usable]] < mark_key[usable]
+        position[ended] -= width
+    held = position >= 0
+    found = np.flatnonzero(held)
+    held_from = m_ts[found] - r_start[order][position[found]]
+    _group(m_name[found], held_from, offsets)
+
+
+def _mark_offsets_swept(launch: Launch, offsets: dict[int, list]) -> None:
+    """The same as :func:`_mark_offsets`, one Python sweep per warp with a stack of open
+    ranges; for traces whose timestamps would overflow the vectorised keys."""
+    import numpy as np
+
+    r, m = launch.ranges, launch.markers
+    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for loc, start, end in zip(r.loc, r.start, r.end, strict=True):
+        spans[loc].append((start, end))
+    marks: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for loc, ts, idx in zip(m.loc, m.start, m.name, strict=True):
+        marks[loc].append((ts, idx))
+    found: dict[int, list[int]] = defaultdict(list)
+    for loc, seen in marks.items():
+        held = spans.get(loc)
+        if not held:
+            continue
+        held.sort()
+        seen.sort()
+        stack: list[tuple[int, int]] = []
+        j, count = 0, len(held)
+        for ts, idx in seen:
+            while j < count and held[j][0] <= ts:
+                stack.append(held[j])
+                j += 1
+            while stack and stack[-1][1] < ts:
+                stack.pop()
+            if stack:
+                found[idx].append(ts - stack[-1][0])
+    for idx, values in found.items():
+        offsets[idx].append(np.asarray(values, dtype=np.int64))
+
+
+def to_dict(summary: list[KernelSummary]) -> list[dict]:
+    """Plain JSON-ready data, with the resolution flag spelled out."""
+    result = []
+    for kernel in summary:
+        record = asdict(kernel)
+        for row, data in zip(kernel.ranges, record["ranges"], strict=True):
+            data["at_resolution_limit"] = row.durations.at_resolution_limit
+        result.append(record)
+    return result
+
+
+# -- a whole capture, grouped ------------------------------------------------------------
+_LOCATION_KEY = {"cta": "ctaId", "warp": "warpId", "sm": "smId"}
+
+
+def summarize_capture(
+    location: Path, *, by: str = "kernel", top: int | None = None, **filters: Any
+) -> list[dict]:
+    """Per process and group: its label, trace path, lint findings and per-kernel summary.
+
+    ``filters`` are those of :func:`iket_cli.model.trace.select`; ``by`` splits each trace
+    into groups (``kernel``: none; ``launch``; ``cta``, ``warp`` or ``sm``); ``top`` keeps
+    the ranges with the largest total time.
+    """
+    if by not in GROUPINGS:
+        raise UsageError(f"unknown --by {by!r}", hint=f"use one of {', '.join(GROUPINGS)}")
+    result = []
+    for label, path in find_traces(location):
+        result += summarize_loaded(label, path, trace_mod.load(path), by=by, top=top, **filters)
+    return result
+
+
+def summarize_loaded(
+    label: str,
+    path: Path,
+    loaded: Trace,
+    *,
+    by: str = "kernel",
+    top: int | None = None,
+    findings: list | None = None,
+    **filters: Any,
+) -> list[dict]:
+    """:func:`summarize_capture` of one trace already in memory (loaded once for the
+    report, lint and summary); ``findings`` are its lint findings, if already known."""
+    findings = lint_mod.lint(loaded) if findings is None else findings
+    chosen = trace_mod.select(loaded, **filters)
+    result = []
+    for group, part in _groups(chosen, by):
+        kernels = [k for k in summarize(part) if k.ranges or k.markers]
+        for kernel in kernels:
+            kernel.ranges = kernel.ranges[:top] if top else kernel.ranges
+        result.append(
+            {"process": label, "trace": str(path), "group": group, "kernels": kernels, "findings": findings}
+        )
+        findings = []  # reported once per trace, with its first group
+    return result
+
+
+def _groups(trace: Trace, by: str) -> list[tuple[str, Trace]]:
+    if by == "kernel":
+        return [("", trace)]
+    if by == "launch":
+        return [
+            (f"launch {n}", Trace(trace.path, [launch], trace.strings, trace.locations))
+            for n, launch in enumerate(trace.launches)
+        ]
+    key = _LOCATION_KEY[by]
+    used = {i for launch in trace.launches for i in launch.ranges.loc if 0 <= i < len(trace.locations)}
+    values = sorted({_hashable(trace.locations[i][key]) for i in used})
+    return [(f"{by} {_text(value)}", trace_mod.select(trace, **{by: value})) for value in values]
+
+
+def _hashable(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _text(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def to_json(processes: list[dict]) -> dict:
+    """``iket show --format json``'s document (``iket report`` embeds the same)."""
+    data = [
+        {**p, "kernels": to_dict(p["kernels"]), "findings": [f.to_dict() for f in p["findings"]]}
+        for p in processes
+    ]
+    return {"processes": data}

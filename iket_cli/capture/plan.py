@@ -1,0 +1,136 @@
+"""What one capture will do, decided before anything runs: the options and the resolved plan.
+
+:class:`Options` is what the user asked for; :func:`resolve` checks it against the machine
+(the target exists, run-iket is found and new enough, the output directory may be used)
+and returns a frozen :class:`Plan` that every later step reads and none changes. Every
+refusal here is a usage error (exit 2) raised before a process starts or a file changes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES
+from . import outdir, patterns, targets, toolchain
+from .targets import Target
+from .toolchain import RunIket
+
+_CLUSTER = re.compile(r"^\d+,\d+,\d+$")
+_BUFFER = re.compile(r"^\d+[kKmMgG]?$")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything that shapes one capture besides the target and the output directory."""
+
+    postprocess: str = "all"
+    keep: bool = False
+    clobber: bool = False
+    timeout: float | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    python: str | None = None
+    run_iket: str | None = None
+    max_ts_cnt_per_warp: int | None = None
+    warp_trace: bool = False
+    enabled_cluster: str | None = None
+    enabled_cluster_config: Path | None = None
+    context_buffer_size: str | None = None
+    log_level: str | None = None
+    strict: bool = False  # exit 1 (CaptureError) when the passes drifted
+    max_buffer: int | None = None  # bytes: stop before the capture pass if the buffer is larger
+    overhead: bool = False  # also time the kernels without instrumentation (a --warp-trace run)
+    warm: bool = True  # function targets: the second pass in a standby that imported torch (warm.py)
+    command: list[str] | None = None  # the iket command line, recorded in the manifest
+
+    def check(self) -> None:
+        """Refuse inconsistent options before anything runs (exit 2)."""
+        if self.postprocess not in POSTPROCESS_CHOICES:
+            raise UsageError(
+                f"unknown --postprocess {self.postprocess!r}",
+                hint=f"use one of {', '.join(POSTPROCESS_CHOICES)}",
+            )
+        if self.log_level is not None and self.log_level not in LOG_LEVELS:
+            raise UsageError(f"unknown --log-level {self.log_level!r}", hint=", ".join(LOG_LEVELS))
+        if self.timeout is not None and self.timeout <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+        if self.max_ts_cnt_per_warp is not None and self.max_ts_cnt_per_warp <= 0:
+            raise UsageError("--max-ts-cnt-per-warp must be a positive integer")
+        if self.enabled_cluster is not None and not _CLUSTER.match(self.enabled_cluster):
+            raise UsageError(
+                f"--enabled-cluster {self.enabled_cluster!r} is not X,Y,Z",
+                hint="e.g. --enabled-cluster 0,0,0",
+            )
+        if self.context_buffer_size is not None and not _BUFFER.match(self.context_buffer_size):
+            raise UsageError(
+                f"--context-buffer-size {self.context_buffer_size!r} is not a size",
+                hint="a number of bytes, optionally with k, M or G: e.g. 512M",
+            )
+        config = self.enabled_cluster_config
+        if config is not None and not Path(config).is_file():
+            raise UsageError(f"--enabled-cluster-config {config} does not exist")
+        if self.warp_trace and (self.enabled_cluster or config):
+            raise UsageError("--enabled-cluster/--enabled-cluster-config cannot go with --warp-trace")
+        if self.overhead and self.warp_trace:
+            raise UsageError("--overhead compares against a --warp-trace run; drop --warp-trace")
+        if self.overhead and self.postprocess not in ("json", "all"):
+            raise UsageError(
+                "--overhead reads the JSON traces", hint="use --postprocess json or --postprocess all"
+            )
+        if self.postprocess == "none" and not self.keep:
+            raise UsageError(
+                "--postprocess none without --keep would keep nothing of the capture",
+                hint="add --keep (then decode later with iket postprocess DIR), or choose a format",
+            )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One capture, resolved: every later step reads it, none changes it."""
+
+    target: Target  # checked, with absolute paths
+    options: Options
+    cwd: Path  # the workload's working directory
+    env: dict[str, str]  # this process's environment with --env applied
+    python: str  # the interpreter of script, function and module targets
+    tool: RunIket
+    output_dir: Path  # absolute, checked (see outdir.check)
+
+    @property
+    def workload_argv(self) -> list[str]:
+        """What run-iket runs in each pass (always through the shim)."""
+        return self.target.workload_argv(self.python)
+
+
+def coerce_target(target_or_argv: str | os.PathLike | Sequence[str] | Target) -> Target:
+    """A target from the API's argument: a string is a TARGET, a sequence is a command."""
+    if isinstance(target_or_argv, Target):
+        return target_or_argv
+    if isinstance(target_or_argv, (str, os.PathLike)):
+        return targets.parse("positional", [os.fspath(target_or_argv)])
+    return targets.parse("command", [os.fspath(w) for w in target_or_argv])
+
+
+def resolve(target: Target, output_dir: str | os.PathLike | None, options: Options) -> Plan:
+    """Check everything that can be checked before a process starts; the resolved plan."""
+    options.check()
+    cwd = Path(options.cwd or os.getcwd()).expanduser().resolve()
+    if not cwd.is_dir():
+        raise UsageError(f"--cwd {options.cwd} is not a directory")
+    env = {**os.environ, **options.env}
+    toolchain.refuse_foreign_injection(env)
+    python = options.python or sys.executable
+    if shutil.which(python) is None:
+        raise UsageError(f"--python {python} is not an executable", hint="give a path")
+    target = targets.resolve(target, cwd=cwd, python=python, env=env)
+    tool = toolchain.find(options.run_iket, env)
+    requested = Path(patterns.expand(os.fspath(output_dir or f"iket-{target.stem}"), env=env))
+    checked = outdir.check(requested, cwd=cwd, clobber=options.clobber)
+    return Plan(target, options, cwd, env, python, tool, checked)

@@ -1,0 +1,154 @@
+"""run-iket's command lines, and what its console output means.
+
+iket runs run-iket for the passes only (it decodes itself) and reads its console: the
+lines that start each pass, the buffer size it announces after the tracker pass, and,
+when it fails, the lines that say why. :func:`classify` turns a failed run into one
+clear :class:`~iket_cli.errors.CaptureError`.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+from ..errors import CaptureError, NoInstrumentedKernelError
+from .plan import Plan
+
+#: run-iket's console lines that mark the start of each pass (iket decodes afterwards).
+PHASE_MARKERS = (
+    ("Dry run application first", "tracker"),
+    ("Run application for real profiling", "capture"),
+)
+_NO_KERNEL = "recommended_max_ts_cnt_per_warp is not found in tracker"
+_TRACKER_FAILED = re.compile(r"Tracker failed with return code: (-?\d+)")
+_PASS_FAILED = re.compile(r"exits abnormally with return code: (-?\d+) => Tool: (\w+)")
+_BUFFER_LINE = re.compile(r"context buffer size: .*\(([\d,]+) bytes\)")
+# The injection library aborts the capture pass with this when it records more than the
+# tracker pass sized the buffer for (seen on the H200 with one extra launch in that pass).
+_BUFFER_TOO_SMALL = re.compile(r"IKET trace buffer is too small.*?at least (\d+) bytes")
+#: Bytes of JSON trace per byte of raw capture (keep256: 11.8 MB raw, 288 MB JSON).
+JSON_PER_RAW_BYTE = 25
+
+#: What to do when the two passes launch different things (pass drift; see analysis/drift.py).
+DRIFT_HINT = (
+    "the two passes must launch the same kernels the same number of times: look for "
+    "non-deterministic launches, autotuning or data-dependent loops"
+)
+INSTRUMENT_HINT = (
+    "instrument a kernel first: compile it with IketProfiler().compile(...) in TIRx, or use "
+    "the iket ops in CuTe DSL; kernels loaded from a compile cache are not instrumented"
+)
+
+
+def profile_argv(plan: Plan, capture_dir: Path) -> list[str]:
+    """The capture: both passes, raw output kept for iket's own (parallel) decoding."""
+    opts = plan.options
+    argv = _head(plan, capture_dir)
+    argv += ["profile", "--postprocess", "none", "--keep", "--enable-stats"]
+    if opts.max_ts_cnt_per_warp is not None:
+        argv += ["--max-ts-cnt-per-warp", str(opts.max_ts_cnt_per_warp)]
+    if opts.warp_trace:
+        argv.append("--warp-trace")
+    if opts.enabled_cluster:
+        argv += ["--enabled-cluster", opts.enabled_cluster]
+    if opts.enabled_cluster_config:
+        argv += ["--enabled-cluster-config", str(Path(opts.enabled_cluster_config).resolve())]
+    return [*argv, "--", *plan.workload_argv]
+
+
+def overhead_argv(plan: Plan, plain_dir: Path) -> list[str]:
+    """The --overhead run: warp lifetimes only, no kernel body patched, JSON decoded by run-iket."""
+    argv = _head(plan, plain_dir)
+    argv += ["profile", "--postprocess", "json", "--warp-trace", "--enable-stats"]
+    if plan.options.keep:
+        argv.append("--keep")
+    return [*argv, "--", *plan.workload_argv]
+
+
+def _head(plan: Plan, output_dir: Path) -> list[str]:
+    opts = plan.options
+    argv = [plan.tool.path, "--output-dir", str(output_dir), "--working-dir", str(plan.cwd)]
+    if opts.log_level:
+        argv += ["--log-level", opts.log_level]
+    if opts.context_buffer_size:
+        argv += ["--context-buffer-size", opts.context_buffer_size]
+    return argv
+
+
+def is_tool_line(line: str) -> bool:
+    """run-iket's (and iket's) own console lines, as opposed to the workload's."""
+    return line.startswith(("[run-iket]", "[iket]"))
+
+
+def phase_of(line: str) -> str | None:
+    """The pass a run-iket line announces, if it announces one."""
+    for marker, phase in PHASE_MARKERS:
+        if marker in line:
+            return phase
+    return None
+
+
+def announced_buffer(line: str) -> int | None:
+    """The device buffer (bytes) run-iket announces after the tracker pass, if this line says it."""
+    found = _BUFFER_LINE.search(line)
+    return int(found.group(1).replace(",", "")) if found else None
+
+
+def is_noise(line: str) -> bool:
+    """run-iket's stats summary and advice lines, which bury the real failure."""
+    body = line.removeprefix("[run-iket]").strip()
+    return line.startswith("[run-iket]  ") or body.startswith(("run-iket stats", "Re-run the same"))
+
+
+def classify(tail: list[str], returncode: int, phase: str, device_buffer: int | None) -> CaptureError:
+    """Turn run-iket's exit and last lines into one clear error."""
+    text = "\n".join(tail)
+    details = [line for line in tail if not is_noise(line)][-15:]
+    if _NO_KERNEL in text:
+        return NoInstrumentedKernelError(
+            "the workload launched no IKET-instrumented kernel (the tracker pass saw none)",
+            phase="tracker",
+            hint=INSTRUMENT_HINT,
+            details=details,
+        )
+    tracker = _TRACKER_FAILED.search(text)
+    if tracker:
+        return CaptureError(
+            f"the workload exited with status {status_text(tracker.group(1))} in the tracker pass",
+            phase="tracker",
+            details=details,
+        )
+    too_small = _BUFFER_TOO_SMALL.search(text)
+    if too_small:
+        sized = f", sized from the tracker pass at {device_buffer:,} bytes" if device_buffer else ""
+        return CaptureError(
+            "the capture pass recorded more than the tracker pass: its trace buffer needed at "
+            f"least {int(too_small.group(1)):,} bytes{sized}, and the workload was aborted",
+            phase="capture",
+            hint=f"{DRIFT_HINT}; or give --context-buffer-size {too_small.group(1)} to capture anyway",
+            details=details,
+        )
+    failed_pass = _PASS_FAILED.search(text)
+    if failed_pass and failed_pass.group(2) == "iket":
+        return CaptureError(
+            f"the workload exited with status {status_text(failed_pass.group(1))} in the capture pass",
+            phase="capture",
+            hint="a workload that passes the tracker pass but fails the capture pass often "
+            "launches different kernels or event counts in the two passes",
+            details=details,
+        )
+    return CaptureError(
+        f"run-iket failed with status {returncode} during the {phase} phase", phase=phase, details=details
+    )
+
+
+def status_text(code: str | int) -> str:
+    """``5``, or ``-6 (SIGABRT)`` for a workload killed by a signal."""
+    number = int(code)
+    if number < 0:
+        try:
+            return f"{number} ({signal.Signals(-number).name})"
+        except ValueError:
+            pass
+    return str(number)

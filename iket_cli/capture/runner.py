@@ -1,0 +1,218 @@
+"""Running run-iket: streaming its output, timeouts, signals and stop requests.
+
+run-iket starts in a session of its own, so a Ctrl-C at the terminal reaches only the CLI,
+which then stops the whole tree in order (SIGINT, SIGTERM, SIGKILL; see :mod:`.tree`) and
+waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CaptureInterrupted, CaptureTimeout
+from . import spawn
+from .tree import GRACE_S, kill_tree, signal_tree
+
+#: Lines of output kept in memory for error messages.
+TAIL_LINES = 40
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler, like KeyboardInterrupt for SIGINT."""
+
+    signum = signal.SIGTERM
+
+
+@contextlib.contextmanager
+def sigterm_as_exception():
+    """Turn SIGTERM into :class:`Terminated` while a capture runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class RunResult:
+    """How a run ended: its exit status and the last lines it printed."""
+
+    returncode: int
+    duration_s: float
+    tail: list[str] = field(default_factory=list)
+
+
+def run_streaming(
+    argv: Sequence[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    on_line: Callable[[str], None],
+    timeout: float | None = None,
+    limit_s: float | None = None,
+    side_stream: Path | None = None,
+    stop: threading.Event | None = None,
+) -> RunResult:
+    """Run ``argv`` with stdout+stderr merged, calling ``on_line`` for each decoded line.
+
+    ``side_stream``, if given, is a FIFO that children may write to as well (the shim
+    sends the workload's output there, because run-iket holds it back until a pass ends);
+    its lines reach ``on_line`` as they come. Output that is not UTF-8 is decoded with
+    replacement characters, never fatally. ``limit_s`` is the limit a timeout message
+    names (the user's ``--timeout``, of which ``timeout`` may be what is left).
+    Raises :class:`CaptureTimeout` or :class:`CaptureInterrupted` after the whole tree is
+    gone, and :class:`Stopped` once ``stop`` was set (by ``on_line``, say) and the tree is
+    gone.
+    """
+    start = time.monotonic()
+    lock = threading.Lock()
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+
+    def emit(line: str) -> None:
+        with lock:
+            tail.append(line)
+            on_line(line)
+            if stop is not None and stop.is_set() and proc is not None:
+                signal_tree(proc.pid, signal.SIGKILL)  # now, from this thread: not a poll later
+
+    proc: subprocess.Popen | None = None
+    side = _SideStream(side_stream, emit) if side_stream else None
+    try:
+        proc = spawn.start(argv, env=env, cwd=cwd, stdout=spawn.PIPE, stderr=spawn.STDOUT, new_session=True)
+    except BaseException:
+        if side:
+            side.close()
+        raise
+    reader = threading.Thread(target=_pump, args=(proc, emit), daemon=True)
+    reader.start()
+    try:
+        with sigterm_as_exception():
+            returncode = _wait(proc, timeout, stop)
+    except Stopped:
+        kill_tree(proc)
+        reader.join(GRACE_S)
+        if side:
+            side.close()
+        raise Stopped(list(tail)) from None
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)
+        reader.join(GRACE_S)
+        if side:
+            side.close()
+        raise CaptureTimeout(
+            f"timed out after {limit_s or timeout:g} s; the whole process tree was killed",
+            hint="raise --timeout, or make the workload smaller",
+            details=list(tail),
+        ) from None
+    except (KeyboardInterrupt, Terminated) as signalled:  # not `stop`: the reader thread reads that
+        signum = signal.SIGTERM if isinstance(signalled, Terminated) else signal.SIGINT
+        kill_tree(proc, first=signum)
+        reader.join(GRACE_S)
+        if side:
+            side.close()
+        raise CaptureInterrupted(
+            f"interrupted by {signal.Signals(signum).name}; the whole process tree was stopped",
+            exit_code=128 + signum,
+            details=list(tail),
+        ) from None
+    reader.join()
+    if side:
+        side.close()
+    return RunResult(returncode, time.monotonic() - start, list(tail))
+
+
+class Stopped(Exception):
+    """The caller asked the run to stop (``stop`` was set); ``tail`` holds the last lines."""
+
+    def __init__(self, tail: list[str] | None = None) -> None:
+        super().__init__("stopped on request")
+        self.tail = tail or []
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None, stop: threading.Event | None = None) -> int:
+    """Wait in short slices so that signals and stop requests are handled promptly."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if stop is not None and stop.is_set():
+            raise Stopped()
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout or 0)
+        try:
+            code = proc.wait(timeout=0.2 if remaining is None else min(0.2, remaining))
+        except subprocess.TimeoutExpired:
+            continue
+        if stop is not None and stop.is_set():
+            raise Stopped()  # it ended because we killed it
+        return code
+
+
+def _pump(proc: subprocess.Popen, emit: Callable[[str], None]) -> None:
+    assert proc.stdout is not None
+    with proc.stdout:
+        for raw in iter(proc.stdout.readline, b""):
+            emit(raw.decode("utf-8", "replace").rstrip("\r\n"))
+
+
+class _SideStream:
+    """Reads a FIFO in a thread until :meth:`close`, passing on whole decoded lines.
+
+    The FIFO is opened non-blocking for reading before any writer exists, so writers'
+    ``open`` never blocks; "no writer right now" reads as an empty read, not the end.
+    """
+
+    def __init__(self, path: Path, emit: Callable[[str], None]) -> None:
+        self._fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self._emit = emit
+        self._stop = threading.Event()
+        self._pending = b""
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            stopping = self._stop.is_set()
+            ready, _, _ = select.select([self._fd], [], [], 0.1)
+            data = self._read() if ready else b""
+            if data:
+                self._feed(data)
+            elif stopping:
+                break
+            elif ready:
+                time.sleep(0.05)  # no writer at the moment: select keeps saying "readable"
+        if self._pending:
+            self._emit(self._pending.decode("utf-8", "replace"))
+
+    def _read(self) -> bytes:
+        try:
+            return os.read(self._fd, 65536)
+        except BlockingIOError:
+            return b""
+
+    def _feed(self, data: bytes) -> None:
+        *lines, self._pending = (self._pending + data).split(b"\n")
+        for line in lines:
+            self._emit(line.decode("utf-8", "replace").rstrip("\r"))
+
+    def close(self) -> None:
+        """Drain what the writers left, then stop."""
+        self._stop.set()
+        self._thread.join(GRACE_S)
+        os.close(self._fd)

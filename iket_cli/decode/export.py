@@ -1,0 +1,109 @@
+"""One decode: a raw capture through NVIDIA's ``RawCaptureDecoder`` into run-iket's artifacts.
+
+The JSON is byte-for-byte what run-iket writes (several launches: exported launch by
+launch and merged, see :mod:`.splitjson`); the ``.pftrace.gz`` uses gzip level 6 (same
+size as run-iket's level 9, a tenth of the time) and a zero timestamp, so it is
+reproducible. Every file is written under a temporary name and renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import splitjson
+from .tasks import Outcome, Task
+
+GZIP_LEVEL = 6
+
+
+def preload() -> None:
+    """Import the decoder now (about 0.2 s), e.g. in a thread while the passes run."""
+    available()
+
+
+def available() -> bool:
+    """Whether NVIDIA's decoder can be imported into this process."""
+    try:
+        decoder_class()
+    except ImportError:
+        return False
+    return True
+
+
+def decoder_class():
+    """``iket.RawCaptureDecoder``, importable even with libs-base alone (see toolchain)."""
+    try:
+        from iket import RawCaptureDecoder
+    except ImportError:
+        from ..capture.toolchain import own_distribution
+
+        folder = own_distribution()[1]
+        if not folder or folder in sys.path:
+            raise
+        sys.path.insert(0, folder)
+        from iket import RawCaptureDecoder
+    return RawCaptureDecoder
+
+
+def decode(task: Task) -> Outcome:
+    """Decode one task in this process (its inputs already checked by ``tasks.missing_input``)."""
+    start = time.monotonic()
+    try:
+        written = _export(task)
+    except Exception as error:  # the C++ decoder raises RuntimeError/ValueError variants
+        return Outcome(task, time.monotonic() - start, error=f"{task.raw}: {error}")
+    return Outcome(task, time.monotonic() - start, written=written)
+
+
+def temporary(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place (``.NAME.tmp`` beside it)."""
+    return path.with_name(f".{path.name}.tmp")
+
+
+def _export(task: Task) -> list[str]:
+    decoder_cls = decoder_class()
+    if task.export == "json":
+        out = task.out_dir / task.outputs()[0]
+        tmp = temporary(out)
+        if splitjson.export_json(task.raw, tmp, decoder_cls):  # by launches: much faster
+            os.replace(tmp, out)
+            return [out.name]
+    decoder = decoder_cls(str(task.raw))
+    try:
+        if task.export == "json":
+            text = decoder.export_decoded_json()
+            decoder.close()
+            return [_write_text(task.out_dir / task.outputs()[0], text)]
+        trace = decoder.export_perfetto_trace()
+    finally:
+        decoder.close()
+    return _write_perfetto(task, trace)
+
+
+def _write_perfetto(task: Task, trace: bytes) -> list[str]:
+    import gzip
+
+    written = []
+    for name in task.outputs():
+        data = trace if not name.endswith(".gz") else gzip.compress(trace, compresslevel=GZIP_LEVEL, mtime=0)
+        written.append(_write_bytes(task.out_dir / name, data))
+    return written
+
+
+def _write_text(path: Path, text: str) -> str:
+    """Write ``text`` as UTF-8 in slices (atomically), as run-iket's ``write_text`` would."""
+    tmp = temporary(path)
+    with open(tmp, "w", encoding="utf-8") as handle:
+        splitjson.write_slices(handle, text)
+    os.replace(tmp, path)
+    return path.name
+
+
+def _write_bytes(path: Path, data: bytes) -> str:
+    tmp = temporary(path)
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path.name

@@ -1,0 +1,129 @@
+"""What there is to decode: one task per (process, export), checked before a decoder sees it.
+
+Each process's raw capture gives at most two tasks: the JSON export, and the Perfetto
+export (which also feeds the report's gzip'd copy). The raw files are checked first: the
+C++ decoder aborts its whole process on a truncated ``iket.data.bin``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from ..model.vocab import (
+    FORMATS,
+    RAW_DATA,
+    RAW_DIR,
+    RAW_MANIFEST,
+    RAW_PROCESS_PREFIX,
+    artifact_name,
+)
+
+#: Peak memory of a task as a multiple of its raw ``iket.data.bin`` (keep256: 11.8 MB raw
+#: gives 288 MB of JSON, held once by the decoder and once as a Python string).
+MEMORY_FACTOR = {"json": 60, "perfetto": 20}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One export of one process's raw capture: ``json``, or ``perfetto`` (+ its gzip'd copy)."""
+
+    pid_hex: str
+    raw: Path
+    out_dir: Path
+    export: str
+    formats: tuple[str, ...]
+
+    @property
+    def raw_bytes(self) -> int:
+        try:
+            return (self.raw.parent / RAW_DATA).stat().st_size
+        except OSError:
+            return 0
+
+    @property
+    def memory(self) -> int:
+        """The bytes this task may take at its peak (an estimate, see MEMORY_FACTOR)."""
+        return self.raw_bytes * MEMORY_FACTOR[self.export]
+
+    def outputs(self) -> list[str]:
+        """The artifact names this task writes."""
+        if self.export == "json":
+            return [artifact_name(self.pid_hex, "trace_json")]
+        names = [artifact_name(self.pid_hex, "perfetto")] if "perfetto" in self.formats else []
+        return names + ([artifact_name(self.pid_hex, "pftrace_gz")] if "html" in self.formats else [])
+
+
+@dataclass
+class Outcome:
+    """How one task ended."""
+
+    task: Task
+    seconds: float
+    error: str | None = None
+    written: list[str] = field(default_factory=list)
+
+
+def find_raw(capture_dir: Path) -> list[tuple[str, Path]]:
+    """``(pid_hex, iket.data.json)`` of every process run-iket kept under ``iket/``."""
+    root = capture_dir / RAW_DIR
+    if not root.is_dir():
+        return []
+    found = []
+    for entry in sorted(os.listdir(root)):
+        if entry.startswith(RAW_PROCESS_PREFIX + "0x") and (root / entry).is_dir():
+            found.append((entry.removeprefix(RAW_PROCESS_PREFIX).lower(), root / entry / RAW_MANIFEST))
+    return found
+
+
+def plan(capture_dir: Path, formats: list[str]) -> list[Task]:
+    """The tasks that produce ``formats`` for every kept process, largest first."""
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise UsageError(f"unknown format {unknown[0]!r}", hint=f"use {', '.join(FORMATS)} or all")
+    # The HTML report is built from the JSON trace (see render/report.py), and carries the
+    # gzip'd Perfetto trace beside it for its "Open in Perfetto UI" button.
+    exports = (["json"] if {"json", "html"} & set(formats) else []) + (
+        ["perfetto"] if {"perfetto", "html"} & set(formats) else []
+    )
+    tasks = [
+        Task(pid_hex, raw, capture_dir, export, tuple(formats))
+        for pid_hex, raw in find_raw(capture_dir)
+        for export in exports
+    ]
+    return sorted(tasks, key=lambda t: -t.memory)
+
+
+def missing_input(task: Task) -> str | None:
+    """Why the raw capture cannot be decoded, checked cheaply before the decoder sees it.
+
+    The C++ decoder aborts the whole process on a truncated ``iket.data.bin``, so the
+    raw manifest's data references are checked against the files first.
+    """
+    for path in (task.raw, task.raw.parent / RAW_DATA):
+        if not path.is_file():
+            return f"{path} is missing"
+    try:
+        launches = json.loads(task.raw.read_bytes())["launches"]
+        refs = [(launch.get("canDecode"), launch.get("dataRef") or {}) for launch in launches]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        return f"{task.raw} is not a raw capture manifest ({error.__class__.__name__})"
+    sizes: dict[str, int] = {}
+    for number, (decodable, ref) in enumerate(refs):
+        if not decodable or not isinstance(ref, dict) or not ref.get("filename"):
+            continue
+        data = task.raw.parent / str(ref["filename"])
+        if data.name not in sizes:
+            sizes[data.name] = data.stat().st_size if data.is_file() else -1
+        try:
+            end = int(ref.get("offset", 0)) + int(ref.get("size", 0))
+        except (TypeError, ValueError):
+            return f"{task.raw} is not a raw capture manifest (launch {number} has no numeric dataRef)"
+        if sizes[data.name] < 0:
+            return f"{data} is missing"
+        if end > sizes[data.name]:
+            return f"{data} is truncated: launch {number} needs {end} bytes, it has {sizes[data.name]}"
+    return None

@@ -1,0 +1,5 @@
+"""What iket knows about: the manifest and its one builder, the trace model and its readers,
+Perfetto traces, process labels, and the vocabulary of names, formats and choices.
+
+The bottom layer: it imports nothing of iket's but :mod:`iket_cli.errors`.
+"""

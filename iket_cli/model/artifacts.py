@@ -1,0 +1,132 @@
+"""The per-process entries of a manifest, read off the files of a capture directory.
+
+Counts are read cheaply: kernels and launches from run-iket's raw capture manifest
+(``iket/pid_<hex>/iket.data.json``, a few KB), ranges and markers by counting their keys
+in the compact trace JSON (no parse).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .vocab import ARTIFACT_STEM, ARTIFACTS, RAW_DIR, RAW_MANIFEST, RAW_PROCESS_PREFIX, raw_manifest
+
+_SUFFIXES = sorted(ARTIFACTS.values(), key=len, reverse=True)  # .pftrace.gz before .pftrace
+_ARTIFACT_RE = re.compile(rf"^{ARTIFACT_STEM}(0x[0-9a-fA-F]+)({'|'.join(re.escape(s) for s in _SUFFIXES)})$")
+_KIND_OF = {suffix: kind for kind, suffix in ARTIFACTS.items()}
+_CHUNK = 1 << 22
+
+
+def scan_processes(capture_dir: Path) -> list[dict[str, Any]]:
+    """One entry per captured process, from the artifacts and raw captures in the folder."""
+    found: dict[str, dict[str, Any]] = {}
+    for entry in sorted(os.listdir(capture_dir)):
+        match = _ARTIFACT_RE.match(entry)
+        if match:
+            pid_hex, suffix = match.group(1), match.group(2)
+            size = (capture_dir / entry).stat().st_size
+            _process(found, pid_hex)["artifacts"][_KIND_OF[suffix]] = {"path": entry, "bytes": size}
+    raw_root = capture_dir / RAW_DIR
+    if raw_root.is_dir():
+        for entry in sorted(os.listdir(raw_root)):
+            if entry.startswith(RAW_PROCESS_PREFIX + "0x") and (raw_root / entry / RAW_MANIFEST).is_file():
+                pid_hex = entry.removeprefix(RAW_PROCESS_PREFIX)
+                _process(found, pid_hex)["raw"] = raw_manifest(pid_hex)
+    processes = sorted(found.values(), key=lambda p: p["pid"])
+    for process in processes:
+        _count(capture_dir, process)
+    return processes
+
+
+def rescan(capture_dir: Path, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`scan_processes` again after artifacts changed; counts that needed a JSON trace
+    since removed, and labels, are kept from ``previous``."""
+    before = {p["pid_hex"]: p for p in previous}
+    processes = scan_processes(capture_dir)
+    for process in processes:
+        old = before.get(process["pid_hex"], {})
+        for key in ("launches", "ranges", "markers", "labels"):
+            if process.get(key) is None and old.get(key) is not None:
+                process[key] = old[key]
+    return processes
+
+
+def _process(found: dict[str, dict[str, Any]], pid_hex: str) -> dict[str, Any]:
+    key = pid_hex.lower()
+    if key not in found:
+        found[key] = {
+            "pid": int(key, 16),
+            "pid_hex": key,
+            "artifacts": {},
+            "raw": None,
+            "kernels": [],
+            "launches": None,
+            "ranges": None,
+            "markers": None,
+        }
+    return found[key]
+
+
+def _count(capture_dir: Path, process: dict[str, Any]) -> None:
+    if process["raw"]:
+        kernels = raw_kernels(capture_dir / process["raw"])
+        process["kernels"] = [{"name": name, "launches": n} for name, n in kernels.items()]
+        process["launches"] = sum(kernels.values())
+    trace = process["artifacts"].get("trace_json")
+    if trace:
+        counts = count_keys(capture_dir / trace["path"], (b'"rangeNameIdx"', b'"markerNameIdx"'))
+        process["ranges"], process["markers"] = counts
+        if process["launches"] is None:
+            (process["launches"],) = count_keys(capture_dir / trace["path"], (b'"kernelName"',))
+
+
+def raw_kernels(raw_manifest_path: Path) -> Counter:
+    """Launches per kernel name among the decodable launches of a raw capture."""
+    try:
+        data = json.loads(raw_manifest_path.read_bytes())
+    except (OSError, ValueError):
+        return Counter()
+    launches = data.get("launches", []) if isinstance(data, dict) else []
+    return Counter(
+        launch.get("kernelName", "?")
+        for launch in launches
+        if isinstance(launch, dict) and launch.get("canDecode")
+    )
+
+
+def count_keys(path: Path, keys: tuple[bytes, ...]) -> list[int]:
+    """Occurrences of each JSON key in a file, read in chunks (the trace can be GBs)."""
+    counts = [0] * len(keys)
+    overlap = max(len(k) for k in keys) - 1
+    carry = b""
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            data = carry + chunk
+            for i, key in enumerate(keys):
+                counts[i] += data.count(key) - carry.count(key)
+            carry = data[-overlap:] if overlap else b""
+    return counts
+
+
+def phases_from_stats(stats_path: Path) -> dict[str, float | None]:
+    """Per-phase seconds from run-iket's ``--enable-stats`` report (missing: None)."""
+    names = {
+        "tracker": "trackerWorkload",
+        "config": "configGeneration",
+        "capture": "profilingWorkload",
+        "postprocess": "postprocess",
+    }
+    try:
+        phases = json.loads(stats_path.read_text()).get("phases", {})
+    except (OSError, ValueError, AttributeError):
+        phases = {}
+    result: dict[str, float | None] = {}
+    for ours, theirs in names.items():
+        ns = (phases.get(theirs) or {}).get("durationNs")
+        result[ours] = None if ns is None else round(ns / 1e9, 6)
+    return result

@@ -1,0 +1,138 @@
+"""A capture directory as a reader sees it: its manifest, its processes and their traces.
+
+:class:`Capture` is what :func:`iket_cli.profile` returns and ``Capture.load(DIR)`` opens;
+:func:`find_traces` is how ``show``, ``diff``, ``lint`` and ``report`` find the JSON traces
+of a directory, a manifest or a single trace file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ManifestError, MultiProcessError, UsageError
+from . import labels
+from . import manifest as manifest_mod
+from .vocab import MANIFEST_NAME, pid_of, trace_glob
+
+
+@dataclass(frozen=True)
+class Process:
+    """One captured process and its artifacts (absolute paths; None where not produced)."""
+
+    pid: int
+    trace_json: Path | None
+    perfetto: Path | None
+    html: Path | None
+    info: dict[str, Any]
+
+    @property
+    def pid_hex(self) -> str:
+        return self.info["pid_hex"]
+
+
+class Capture:
+    """A published capture directory and its manifest."""
+
+    def __init__(self, output_dir: Path, manifest: dict[str, Any]) -> None:
+        self.output_dir = Path(output_dir)
+        self.manifest = manifest
+
+    @classmethod
+    def load(cls, location: str | os.PathLike) -> Capture:
+        """Open an existing capture directory (or its ``manifest.json``)."""
+        path = Path(location)
+        folder = path if path.is_dir() else path.parent
+        return cls(folder, manifest_mod.read(path))
+
+    @property
+    def processes(self) -> list[Process]:
+        result = []
+        for info in self.manifest["processes"]:
+            arts = info["artifacts"]
+
+            def at(kind: str, arts: dict = arts) -> Path | None:
+                return self.output_dir / arts[kind]["path"] if kind in arts else None
+
+            result.append(Process(info["pid"], at("trace_json"), at("perfetto"), at("html"), info))
+        return result
+
+    @property
+    def instrumented(self) -> list[Process]:
+        """The processes that launched an instrumented kernel (see manifest.instrumented)."""
+        wanted = manifest_mod.instrumented(self.manifest["processes"])
+        return [p for p in self.processes if p.info in wanted]
+
+    def _only(self, kind: str) -> Path:
+        """The one process's artifact; processes that launched no instrumented kernel
+        (a launcher that only initialised CUDA) do not count."""
+        processes = self.instrumented
+        if len(processes) != 1:
+            raise MultiProcessError(
+                f"this capture holds {len(processes)} processes, so it has no single {kind}",
+                hint=f"use capture.processes[i].{kind} for each process",
+            )
+        path = getattr(processes[0], kind)
+        if path is None:
+            raise UsageError(
+                f"this capture has no {kind}",
+                hint="capture with postprocess='all' (or the format you need)",
+            )
+        return path
+
+    @property
+    def trace_json(self) -> Path:
+        return self._only("trace_json")
+
+    @property
+    def perfetto(self) -> Path:
+        return self._only("perfetto")
+
+    @property
+    def html(self) -> Path:
+        return self._only("html")
+
+    def __repr__(self) -> str:
+        return f"Capture({str(self.output_dir)!r}, status={self.manifest['status']!r})"
+
+
+def find_traces(location: Path) -> list[tuple[str, Path]]:
+    """``(label, trace.json)`` for a capture directory, a manifest or one trace file."""
+    location = Path(location)
+    if location.is_file() and location.name != MANIFEST_NAME:
+        return [(pid_of(location.name), location)]
+    folder = location if location.is_dir() else location.parent
+    if (folder / MANIFEST_NAME).is_file():
+        record = manifest_mod.read(folder)
+        found = [
+            (process_label(p), folder / p["artifacts"]["trace_json"]["path"])
+            for p in manifest_mod.instrumented(record["processes"])
+            if "trace_json" in p["artifacts"]
+        ]
+    elif location.is_dir():
+        found = [(pid_of(p.name), p) for p in sorted(folder.glob(trace_glob()))]
+    else:
+        raise ManifestError(f"{location} does not exist", hint="give a capture directory or a trace")
+    if not found:
+        raise ManifestError(
+            f"{location} holds no JSON trace",
+            hint="capture with --postprocess all or json, or run: iket postprocess DIR --format json",
+        )
+    return found
+
+
+def process_label(process: dict) -> str:
+    """``rank 1 (pid 0x2b5)``; in a merged capture prefixed by its input: ``node-a/0x204``."""
+    label = labels.describe(process).removeprefix("pid ")
+    return f"{process['folder']}/{label}" if process.get("folder") else label
+
+
+def manifest_of(location: Path) -> dict[str, Any] | None:
+    """The manifest of a capture directory or manifest file; None for a bare trace file."""
+    location = Path(location)
+    folder = location if location.is_dir() else location.parent
+    if (location.is_dir() or location.name == MANIFEST_NAME) and (folder / MANIFEST_NAME).is_file():
+        return manifest_mod.read(folder)
+    return None

@@ -1,0 +1,118 @@
+"""The words of iket, defined once: file names, formats, choice lists, the raw-capture
+layout and the GPU timer's step.
+
+Every module and every click option takes these from here, so a name that changes
+(a format, a file stem) changes in one place.
+"""
+
+from __future__ import annotations
+
+# -- files of a capture directory ------------------------------------------------------
+MANIFEST_NAME = "manifest.json"
+LOG_NAME = "iket.log"
+#: The warm standby's log (capture/warm.py), kept beside ``iket.log``.
+WARM_LOG_NAME = "warm.log"
+#: One JSON line per Python process of the passes, written by the start-up hook.
+PROCS_NAME = "processes.jsonl"
+#: run-iket's ``--enable-stats`` report.
+STATS_NAME = "run-iket.stats.json"
+#: A failed attempt's evidence goes to ``DIR.failed/``.
+FAILED_SUFFIX = ".failed"
+#: Where ``--overhead``'s warp-trace run goes (kept inside DIR with ``--keep``).
+OVERHEAD_DIR = "overhead"
+#: ``iket merge --timeline``'s one Perfetto trace of every process.
+TIMELINE_NAME = "timeline.pftrace"
+#: ``iket run``'s record of its jobs, in the output root.
+RUN_MANIFEST_NAME = "run-manifest.json"
+
+# -- artifacts: run-iket's names, ``iket_pid_<hex>`` + a suffix per kind ---------------
+ARTIFACT_STEM = "iket_pid_"
+#: Artifact kind (as the manifest names it) -> file-name suffix.
+ARTIFACTS = {
+    "trace_json": ".trace.json",
+    "perfetto": ".pftrace",
+    "html": ".html",
+    "pftrace_gz": ".pftrace.gz",
+}
+
+
+def stem(pid_hex: str) -> str:
+    """``iket_pid_0x2b5``: the name every artifact of one process starts with."""
+    return f"{ARTIFACT_STEM}{pid_hex}"
+
+
+def artifact_name(pid_hex: str, kind: str) -> str:
+    """``iket_pid_0x2b5.trace.json`` for ``kind`` ``trace_json``."""
+    return stem(pid_hex) + ARTIFACTS[kind]
+
+
+def pid_of(file_name: str) -> str:
+    """``0x2b5`` from ``iket_pid_0x2b5.trace.json`` (or the name up to its first dot)."""
+    return file_name.split(".")[0].removeprefix(ARTIFACT_STEM)
+
+
+def trace_glob() -> str:
+    """The glob of JSON traces in a capture directory."""
+    return f"{ARTIFACT_STEM}*{ARTIFACTS['trace_json']}"
+
+
+# -- formats and choices ---------------------------------------------------------------
+#: What a capture can be decoded into, in a stable order.
+FORMATS = ("perfetto", "json", "html")
+#: Artifact kinds that must exist per process once a format is written.
+FORMAT_ARTIFACTS = {"perfetto": ("perfetto",), "json": ("trace_json",), "html": ("html", "pftrace_gz")}
+#: ``iket profile --postprocess`` / ``iket run --postprocess``.
+POSTPROCESS_CHOICES = (*FORMATS, "all", "none")
+#: ``iket postprocess --format``.
+DECODE_CHOICES = (*FORMATS, "all")
+#: run-iket's ``--log-level``.
+LOG_LEVELS = ("error", "warn", "info")
+#: ``iket show --format``.
+SHOW_FORMATS = ("table", "json", "csv", "markdown")
+#: ``iket diff --format``.
+DIFF_FORMATS = ("table", "json", "markdown")
+#: ``iket lint --format``.
+LINT_FORMATS = ("text", "json")
+#: ``iket show --by``.
+GROUPINGS = ("kernel", "launch", "cta", "warp", "sm")
+#: ``iket diff --stat``.
+DIFF_STATS = ("median", "mean", "p90", "total")
+#: Manifest ``status`` values.
+STATUSES = ("ok", "suspect", "failed", "timeout", "interrupted")
+
+
+def formats_for(choice: str) -> list[str]:
+    """The formats a ``--postprocess`` choice produces, in a stable order."""
+    if choice == "all":
+        return list(FORMATS)
+    return [] if choice == "none" else [choice]
+
+
+def artifacts_for(formats: list[str]) -> list[str]:
+    """Artifact kinds that must exist for each process after decoding ``formats``."""
+    return [kind for fmt in formats for kind in FORMAT_ARTIFACTS[fmt]]
+
+
+# -- the GPU timer ---------------------------------------------------------------------
+#: The H200's global timer advances in steps of 32 ns: shorter durations read 0 or 32.
+TIMER_STEP_NS = 32
+
+# -- what run-iket leaves in its output directory with --keep --------------------------
+RAW_DIR = "iket"  # the capture pass: RAW_DIR/pid_<hex>/iket.data.{json,bin}
+TRACKER_DIR = "tracker"  # the tracker pass: TRACKER_DIR/pid_<hex>/tracker.json
+GEN_CONFIG_DIR = "gen-config"
+INTERMEDIATES = (TRACKER_DIR, GEN_CONFIG_DIR, RAW_DIR)
+RAW_PROCESS_PREFIX = "pid_"
+RAW_MANIFEST = "iket.data.json"
+RAW_DATA = "iket.data.bin"
+TRACKER_JSON = "tracker.json"
+
+
+def raw_manifest(pid_hex: str) -> str:
+    """``iket/pid_0x2b5/iket.data.json``, relative to the capture directory."""
+    return f"{RAW_DIR}/{RAW_PROCESS_PREFIX}{pid_hex}/{RAW_MANIFEST}"
+
+
+# -- iket run ----------------------------------------------------------------------------
+#: Job statuses that fail an ``iket run`` (exit 1); the others are ``ok`` and ``suspect``.
+JOB_FAILING = ("failed", "timeout", "interrupted", "regressed", "error")

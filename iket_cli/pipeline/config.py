@@ -1,0 +1,180 @@
+"""Project configuration for ``iket run``: ``iket.toml``, or ``[tool.iket]`` in ``pyproject.toml``.
+
+Defaults (any ``iket profile`` option, plus ``output``) sit at the top level; each
+``[[jobs]]`` entry (``[[tool.iket.jobs]]``) has a ``name`` and either a ``target`` (any
+form ``iket profile`` accepts, as one string) or a ``command`` (an argv list), plus
+``args``, ``env``, ``cwd``, ``timeout`` and option overrides. Every mistake is reported as
+``FILE: key.path: what is wrong`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+#: Options a config may set (top level or per job) and their types.
+OPTIONS: dict[str, tuple[type, ...]] = {
+    "postprocess": (str,),
+    "keep": (bool,),
+    "timeout": (int, float),
+    "env": (dict,),
+    "python": (str,),
+    "run_iket": (str,),
+    "max_ts_cnt_per_warp": (int,),
+    "warp_trace": (bool,),
+    "enabled_cluster": (str,),
+    "enabled_cluster_config": (str,),
+    "context_buffer_size": (str,),
+    "log_level": (str,),
+    "max_buffer": (int, str),
+    "strict": (bool,),
+    "overhead": (bool,),
+    "warm": (bool,),
+}
+TOP_ONLY = {"output": (str,), "jobs": (list,)}
+JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}
+
+
+class ConfigError(UsageError):
+    """The configuration file is wrong; the message names the file and the key path."""
+
+
+@dataclass
+class Job:
+    name: str
+    target: str | None
+    command: list[str] | None
+    args: list[str]
+    cwd: Path | None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def words(self) -> tuple[str, list[str]]:
+        """(kind, words) as :func:`iket_cli.capture.targets.parse` takes them."""
+        if self.command is not None:
+            return "command", [*self.command, *self.args]
+        words = shlex.split(self.target or "")
+        if words[:1] == ["-m"]:
+            return "module", [*words[1:], *self.args]
+        if words[:1] == ["--"]:
+            return "command", [*words[1:], *self.args]
+        return "positional", [*words, *self.args]
+
+
+@dataclass
+class Config:
+    path: Path
+    output: Path
+    defaults: dict[str, Any]
+    jobs: list[Job]
+
+    def select(self, names: list[str]) -> list[Job]:
+        if not names:
+            return self.jobs
+        known = {job.name: job for job in self.jobs}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ConfigError(
+                f"{self.path}: no job named {unknown[0]!r}", hint=f"jobs: {', '.join(known) or '(none)'}"
+            )
+        return [known[n] for n in names]
+
+
+def find(explicit: Path | None = None, start: Path | None = None) -> tuple[Path, dict]:
+    """The config file and its iket table: ``--config``, else ``iket.toml``, else pyproject."""
+    folder = start or Path.cwd()
+    if explicit is not None:
+        return explicit, _table(explicit)
+    if (folder / "iket.toml").is_file():
+        return folder / "iket.toml", _table(folder / "iket.toml")
+    pyproject = folder / "pyproject.toml"
+    if pyproject.is_file():
+        table = _read(pyproject).get("tool", {}).get("iket")
+        if table is not None:
+            return pyproject, table
+    raise ConfigError(
+        "no iket configuration here (iket.toml, or [tool.iket] in pyproject.toml)",
+        hint="see the README's `iket run` section for a full example",
+    )
+
+
+def _read(path: Path) -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+
+
+def _table(path: Path) -> dict:
+    data = _read(path)
+    return data["tool"]["iket"] if path.name == "pyproject.toml" and "iket" in data.get("tool", {}) else data
+
+
+def load(explicit: Path | None = None, start: Path | None = None) -> Config:
+    path, table = find(explicit, start)
+    prefix = "tool.iket." if path.name == "pyproject.toml" else ""
+    _check(path, table, {**OPTIONS, **TOP_ONLY}, prefix)
+    jobs_raw = table.get("jobs", [])
+    jobs, seen = [], set()
+    for number, raw in enumerate(jobs_raw):
+        where = f"{prefix}jobs[{number}]"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: {where}: each job is a table ([[jobs]])")
+        _check(path, raw, {**OPTIONS, **JOB_ONLY}, f"{where}.")
+        name = raw.get("name")
+        if not name:
+            raise ConfigError(f"{path}: {where}.name is missing", hint="every job needs a name")
+        if name in seen:
+            raise ConfigError(f"{path}: {where}.name: {name!r} is used twice", hint="job names must differ")
+        seen.add(name)
+        if ("target" in raw) == ("command" in raw):
+            raise ConfigError(f"{path}: {where}: give exactly one of target or command")
+        for key in ("command", "args"):
+            if key in raw and not all(isinstance(w, str) for w in raw[key]):
+                raise ConfigError(f"{path}: {where}.{key}: every item must be a string")
+        _check_env(path, raw.get("env", {}), f"{where}.env")
+        options = {k: v for k, v in raw.items() if k in OPTIONS}
+        cwd = Path(raw["cwd"]) if "cwd" in raw else None
+        jobs.append(
+            Job(
+                name,
+                raw.get("target"),
+                raw.get("command"),
+                list(raw.get("args", [])),
+                cwd if cwd is None or cwd.is_absolute() else path.parent / cwd,
+                options,
+            )
+        )
+    if not jobs:
+        raise ConfigError(f"{path}: {prefix}jobs: no job defined", hint="add a [[jobs]] table")
+    _check_env(path, table.get("env", {}), f"{prefix}env")
+    defaults = {k: v for k, v in table.items() if k in OPTIONS}
+    output = Path(table.get("output", "iket-runs"))
+    return Config(path, output if output.is_absolute() else path.parent / output, defaults, jobs)
+
+
+def _check(path: Path, table: dict, allowed: dict[str, tuple[type, ...]], prefix: str) -> None:
+    for key, value in table.items():
+        if key not in allowed:
+            raise ConfigError(
+                f"{path}: {prefix}{key}: unknown key", hint=f"known keys: {', '.join(sorted(allowed))}"
+            )
+        types = allowed[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            names = " or ".join(t.__name__ for t in types)
+            raise ConfigError(f"{path}: {prefix}{key}: should be {names}, not {type(value).__name__}")
+
+
+def _check_env(path: Path, env: dict, where: str) -> None:
+    for key, value in env.items():
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: {where}.{key}: should be a string, not {type(value).__name__}")

@@ -1,0 +1,91 @@
+"""``iket postprocess``: decode a capture kept with ``--keep``, on any machine.
+
+Works on a capture kept by ``iket profile --keep`` or by ``run-iket --keep``: every kept
+raw capture is decoded by the worker pool (:mod:`iket_cli.decode`), then linted and made
+into its report (:mod:`.finish`), and the manifest is updated, or created for a folder
+that raw run-iket made.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..capture.sysinfo import versions
+from ..capture.toolchain import own_distribution
+from ..decode import pool
+from ..decode import tasks as tasks_mod
+from ..decode.tasks import Outcome
+from ..errors import DecodeError, UsageError
+from ..model import artifacts
+from ..model import manifest as manifest_mod
+from ..model import record as record_mod
+from ..model.vocab import FORMATS, MANIFEST_NAME, STATS_NAME, trace_glob
+from .finish import finish
+
+
+def postprocess_capture(
+    capture_dir: Path, formats: list[str], *, jobs: int | None = None, progress: pool.Progress | None = None
+) -> tuple[dict[str, Any], list[Outcome]]:
+    """Decode every kept raw capture in ``capture_dir`` and write or update its manifest.
+
+    Returns the manifest and each task's outcome; a task that failed is named in the
+    manifest's ``error`` and leaves the other processes' artifacts in place.
+    """
+    if not capture_dir.is_dir():
+        raise UsageError(f"{capture_dir} is not a directory", hint="give a capture made with --keep")
+    tasks = tasks_mod.plan(capture_dir, formats)
+    if not tasks:
+        raise UsageError(
+            f"{capture_dir} holds no raw capture (no iket/pid_*/iket.data.json)",
+            hint="capture with iket profile --keep (or run-iket --keep) to decode later",
+        )
+    started = datetime.now(timezone.utc)
+    t0 = time.monotonic()
+    had_json = frozenset(p.name for p in capture_dir.glob(trace_glob()))
+    outcomes = pool.run(tasks, jobs=jobs, progress=progress)
+    if (capture_dir / MANIFEST_NAME).is_file():
+        record = manifest_mod.read(capture_dir)
+    else:
+        record = _new_manifest(capture_dir, started)
+    record["processes"] = artifacts.rescan(capture_dir, record["processes"])
+    finished = finish(capture_dir, record, formats, kept=had_json)
+    record["processes"] = finished.processes
+    if finished.lint is not None:
+        record["lint"] = finished.lint
+    record["postprocess"] = [f for f in FORMATS if f in set(record["postprocess"]) | set(formats)]
+    record["phases"] = {**record["phases"], "postprocess": round(time.monotonic() - t0, 3)}
+    failed = [o for o in outcomes if o.error]
+    if failed:
+        record["status"] = "failed"
+        record["error"] = record_mod.error_record(decode_error(failed, len(outcomes)))
+    manifest_mod.write(capture_dir, record)
+    return record, outcomes
+
+
+def decode_error(failed: list[Outcome], tasks: int) -> DecodeError:
+    """The one error of a decode that failed for some tasks: the first reason, the others
+    (one line per broken file) as details."""
+    reasons = list(dict.fromkeys(o.error for o in failed if o.error))
+    return DecodeError(
+        f"{len(failed)} of {tasks} decodes failed: {reasons[0]}", phase="postprocess", details=reasons[1:]
+    )
+
+
+def _new_manifest(capture_dir: Path, started: datetime) -> dict[str, Any]:
+    """A manifest for a folder that raw run-iket made: what can be known after the fact."""
+    return record_mod.build(
+        status="ok",
+        target={"kind": "unknown", "spec": "", "args": [], "display": "(captured by run-iket)"},
+        cwd=str(capture_dir.resolve()),
+        started_at=started,
+        finished_at=started,
+        duration_s=0.0,
+        phases=artifacts.phases_from_stats(capture_dir / STATS_NAME),
+        versions=versions(own_distribution()[0], []),
+        postprocess=[],
+        keep=True,
+        processes=[],
+    )

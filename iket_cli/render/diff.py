@@ -1,0 +1,40 @@
+"""``iket diff``'s output: the (kernel, range) changes as a terminal table, JSON or markdown."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import IO
+
+from ..analysis.diff import Change
+from ..model.units import duration
+
+
+def render(changes: list[Change], fmt: str, out: IO[str], stat: str) -> None:
+    if fmt == "json":
+        out.write(json.dumps({"stat": stat, "changes": [asdict(c) for c in changes]}, indent=2) + "\n")
+        return
+    rows = [_row(c) for c in changes]
+    header = ["kernel", "range", f"base {stat}", f"new {stat}", "ratio", "change", "status"]
+    if fmt == "markdown":
+        out.write("| " + " | ".join(header) + " |\n|" + " --- |" * len(header) + "\n")
+        for row in rows:
+            out.write("| " + " | ".join(row) + " |\n")
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"iket diff · {stat} per range, by impact", title_justify="left")
+    for column in header:
+        table.add_column(column, justify="left" if column in ("kernel", "range", "status") else "right")
+    for change, row in zip(changes, rows, strict=True):
+        table.add_row(*(escape(cell) for cell in row), style="red" if change.regression else None)
+    Console(file=out, width=160).print(table)
+
+
+def _row(c: Change) -> list[str]:
+    ratio = "-" if c.ratio is None else f"{c.ratio:.3f}x"
+    delta = "-" if c.delta is None else ("+" if c.delta >= 0 else "-") + duration(abs(c.delta))
+    status = "REGRESSION" if c.regression else c.status
+    return [c.kernel, c.range, duration(c.base), duration(c.new), ratio, delta, status]

@@ -1,0 +1,284 @@
+"""What ``iket profile`` shows a person on stderr while and after it captures.
+
+On a terminal: a live line with the phase running now and the elapsed time, the workload's
+own output above it, and at the end a table of artifacts per process. Plain lines when
+stderr is not a terminal, with ``--quiet`` (errors only) or with ``NO_COLOR`` set. rich is
+imported only when something is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import IO, Any
+
+from ..capture.events import Reporter
+from ..decode.pool import Progress
+from ..decode.tasks import Outcome, Task
+from ..model.folder import Capture
+from ..model.manifest import instrumented
+from ..model.units import human_bytes
+from ..model.vocab import MANIFEST_NAME, TIMER_STEP_NS
+
+PHASE_LABELS = {
+    "tracker": "tracker pass",
+    "capture": "capture pass",
+    "postprocess": "postprocess",
+    "overhead": "--overhead run (warp trace)",
+    "publish": "publishing",
+}
+
+
+def fancy_allowed(stream: IO[str]) -> bool:
+    """Live displays only on a real terminal, and never with NO_COLOR."""
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+class ConsoleReporter(Reporter):
+    """Renders capture events. ``workload_out`` receives the workload's own lines."""
+
+    def __init__(self, *, quiet: bool, verbose: bool, workload_out: IO[str]) -> None:
+        self.quiet = quiet
+        self.verbose = verbose
+        self.workload_out = workload_out
+        self.fancy = not quiet and fancy_allowed(sys.stderr)
+        self._status: Any = None
+        self._phase_started = time.monotonic()
+        self._started = time.monotonic()
+        self._phase = "starting"
+        self._closed: set = set()
+
+    # -- live line --------------------------------------------------------------------
+    def __enter__(self) -> ConsoleReporter:
+        if self.fancy:
+            from rich.console import Console
+            from rich.status import Status
+
+            reporter = self
+
+            class _Line:  # re-rendered on every refresh, so the elapsed time runs
+                def __rich__(self) -> str:
+                    return reporter._status_text()
+
+            self._console = Console(stderr=True)
+            self._status = Status(_Line(), console=self._console)
+            self._status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def _status_text(self) -> str:
+        total = time.monotonic() - self._started
+        return f"[bold]iket[/] {PHASE_LABELS.get(self._phase, self._phase)} · {total:0.1f} s"
+
+    # -- Reporter -----------------------------------------------------------------------
+    def phase(self, name: str) -> None:
+        now = time.monotonic()
+        if not self.quiet and not self.fancy and self._phase in PHASE_LABELS:
+            _say(f"iket: {PHASE_LABELS[self._phase]} done in {now - self._phase_started:.1f} s")
+        self._phase, self._phase_started = name, now
+        if self._status is None and not self.quiet:
+            _say(f"iket: {PHASE_LABELS.get(name, name)}...")
+
+    def output(self, line: str, *, tool: bool) -> None:
+        if tool and not self.verbose:
+            return
+        if self._status is not None:
+            self._console.print(line, markup=False, highlight=False, style="dim" if tool else None)
+            return
+        stream = sys.stderr if tool else self.workload_out
+        if stream in self._closed:
+            return
+        try:
+            stream.write(line + "\n")
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # `iket profile ... | head`: keep capturing, stop echoing
+            self._closed.add(stream)
+
+    def warn(self, message: str, hint: str) -> None:
+        if self.quiet:
+            return
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        _say(f"iket: warning: {message}")
+        _say(f"iket: hint: {hint}")
+
+    # -- the end -----------------------------------------------------------------------
+    def summary(self, capture: Capture) -> None:
+        """A short table of artifacts per process and what to open."""
+        if self.quiet:
+            return
+        record = capture.manifest
+        took = record["duration_s"]
+        shown = instrumented(record["processes"])
+        rows = [_row(capture, p) for p in shown]
+        idle = _idle_note([p for p in record["processes"] if p not in shown])
+        if self.fancy:
+            self._rich_summary(capture, rows, took, idle)
+            return
+        _say(f"iket: captured {len(rows)} process(es) in {took:.1f} s into {capture.output_dir}")
+        for pid, kernels, counts, files in rows:
+            _say(f"  pid {pid}: {kernels}; {counts}; {files}")
+        if idle:
+            _say(f"iket: {idle}")
+        for line in _overhead_lines(record):
+            _say(f"iket: overhead: {line}")
+        _say(f"iket: open {_what_to_open(capture)}")
+
+    def _rich_summary(self, capture: Capture, rows: list[tuple[str, ...]], took: float, idle: str) -> None:
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title=f"iket capture · {took:.1f} s · {escape(str(capture.output_dir))}")
+        for column in ("pid", "kernels", "launches / ranges / markers", "artifacts"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(escape(cell) for cell in row))
+        self._console.print(table)
+        if idle:
+            self._console.print(escape(idle))
+        for line in _overhead_lines(capture.manifest):
+            self._console.print(f"overhead: {escape(line)}")
+        self._console.print(f"open [bold]{escape(_what_to_open(capture))}[/]")
+
+
+def _row(capture: Capture, info: dict[str, Any]) -> tuple[str, str, str, str]:
+    kernels = ", ".join(k["name"] for k in info["kernels"]) or "-"
+    counts = " / ".join("-" if info[k] is None else f"{info[k]:,}" for k in ("launches", "ranges", "markers"))
+    files = "  ".join(f"{a['path']} ({human_bytes(a['bytes'])})" for a in info["artifacts"].values())
+    return info["pid_hex"], kernels, counts, files
+
+
+def _overhead_lines(record: dict[str, Any]) -> list[str]:
+    """What ``--overhead`` found, one line per kernel (nothing without --overhead)."""
+    found = record.get("overhead")
+    if not found or found.get("error"):
+        return []  # an error was already shown as a warning
+    return [overhead_line(row) for row in found["kernels"]]
+
+
+def overhead_line(row: dict[str, Any]) -> str:
+    """One line for the console: ``kernel: 1.23 µs → 1.50 µs (+22%, 4.1 ns/event)``."""
+    share = "" if row["overhead_share"] is None else f"{row['overhead_share']:+.0%}"
+    per_event = "" if row["ns_per_event"] is None else f", {row['ns_per_event']:.1f} ns per event"
+    if row["at_resolution_limit"]:
+        per_event = f", within the timer's {TIMER_STEP_NS} ns step: too small to measure"
+    return (
+        f"{row['kernel']}: {row['uninstrumented_ns']:,} ns without instrumentation, "
+        f"{row['instrumented_ns']:,} ns with ({share}{per_event}; median of "
+        f"{row['uninstrumented_launches']} and {row['launches']} launches)"
+    )
+
+
+def _idle_note(idle: list[dict[str, Any]]) -> str:
+    """One line on the CUDA processes that launched no instrumented kernel (e.g. torchrun's agent)."""
+    if not idle:
+        return ""
+    named = ", ".join(
+        f"{p['pid_hex']} ({' '.join((p.get('labels') or {}).get('argv') or [])[:60] or 'not Python'})"
+        for p in idle
+    )
+    return f"{len(idle)} more CUDA process(es) launched no instrumented kernel: {named}"
+
+
+def _what_to_open(capture: Capture) -> str:
+    """The offline report first (any browser, no network), else the Perfetto trace."""
+    for process in capture.instrumented:
+        if process.html is not None:
+            also = f", or {process.perfetto.name} in https://ui.perfetto.dev" if process.perfetto else ""
+            return f"{process.html} in a browser (works offline){also}"
+        if process.perfetto is not None:
+            return f"{process.perfetto} in https://ui.perfetto.dev"
+        if process.trace_json is not None:
+            return str(process.trace_json)
+    return str(capture.output_dir / MANIFEST_NAME)
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+class DecodeProgress(Progress):
+    """Per process and export: a live rich table on a terminal, plain lines otherwise."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+        self.fancy = not quiet and fancy_allowed(sys.stderr)
+        self._rows: dict[Any, Any] = {}
+
+    def __enter__(self) -> DecodeProgress:
+        if self.fancy:
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+            )
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fancy:
+            self._progress.stop()
+
+    @staticmethod
+    def _label(task: Task) -> str:
+        export = (
+            "json"
+            if task.export == "json"
+            else "+".join(f for f in ("perfetto", "html") if f in task.formats)
+        )
+        return f"pid {task.pid_hex} {export}"
+
+    def started(self, task: Task) -> None:
+        if self.fancy:
+            self._rows[task] = self._progress.add_task(self._label(task), total=1)
+        elif not self.quiet:
+            _say(f"iket: decoding {self._label(task)}...")
+
+    def finished(self, outcome: Outcome) -> None:
+        label = self._label(outcome.task)
+        verdict = f"failed: {outcome.error}" if outcome.error else f"done in {outcome.seconds:.1f} s"
+        if self.fancy:
+            self._progress.update(
+                self._rows[outcome.task],
+                completed=1,
+                description=f"{label} {'[red]failed[/]' if outcome.error else ''}",
+            )
+        elif not self.quiet or outcome.error:
+            _say(f"iket: {label} {verdict}")
+
+
+class PrefixReporter(Reporter):
+    """Plain lines, each prefixed with the job's name, so concurrent jobs stay readable."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, name: str, quiet: bool) -> None:
+        self.name, self.quiet = name, quiet
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            with self._lock:
+                sys.stderr.write(f"[{self.name}] {text}\n")
+                sys.stderr.flush()
+
+    def phase(self, name: str) -> None:
+        self._say(f"iket: {name}")
+
+    def output(self, line: str, *, tool: bool) -> None:
+        if not tool:
+            self._say(line)
+
+    def warn(self, message: str, hint: str) -> None:
+        self._say(f"iket: warning: {message} ({hint})")

@@ -1,0 +1,186 @@
+"""``iket show``'s output: a capture's summary as a terminal table, JSON, CSV or markdown.
+
+The numbers come from :mod:`iket_cli.analysis.summary`; this module only lays them out.
+rich is imported only when a table is drawn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import IO
+
+from ..analysis import summary as summary_mod
+from ..analysis.lint import Finding
+from ..model.units import duration
+from ..model.vocab import TIMER_STEP_NS
+
+
+def flat_rows(processes: list[dict]) -> list[dict]:
+    """One row per range and per mark, for CSV and markdown."""
+    rows = []
+    for process in processes:
+        for kernel in process["kernels"]:
+            base = {"process": process["process"], "group": process["group"], "kernel": kernel.kernel}
+            for row in kernel.ranges:
+                d = row.durations
+                rows.append(
+                    {
+                        **base,
+                        "kind": "range",
+                        "name": row.name,
+                        "count": d.count,
+                        "total_ns": d.total,
+                        "mean_ns": round(d.mean, 1),
+                        "min_ns": d.min,
+                        "p50_ns": d.p50,
+                        "p90_ns": d.p90,
+                        "p99_ns": d.p99,
+                        "max_ns": d.max,
+                        "share_of_warp_time": row.share_of_warp_time,
+                        "at_resolution_limit": d.at_resolution_limit,
+                    }
+                )
+            for marker in kernel.markers:
+                off = marker.offset_from_range
+                rows.append(
+                    {
+                        **base,
+                        "kind": "mark",
+                        "name": marker.name,
+                        "count": marker.count,
+                        "p50_ns": off.p50 if off else None,
+                        "p90_ns": off.p90 if off else None,
+                    }
+                )
+    return rows
+
+
+COLUMNS = (
+    "process",
+    "group",
+    "kernel",
+    "kind",
+    "name",
+    "count",
+    "total_ns",
+    "mean_ns",
+    "min_ns",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "max_ns",
+    "share_of_warp_time",
+    "at_resolution_limit",
+)
+
+
+def render_csv(processes: list[dict], out: IO[str]) -> None:
+    import csv
+
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(flat_rows(processes))
+
+
+def render_markdown(processes: list[dict], out: IO[str]) -> None:
+    """A table for a CI job page; mark rows give the offset from the enclosing range."""
+    out.write("| process | kernel | kind | name | count | total | p50 | p90 | p99 | max |\n")
+    out.write("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+    for row in flat_rows(processes):
+        cells = [
+            f"{row['process']}{' ' + row['group'] if row['group'] else ''}",
+            row["kernel"],
+            row["kind"],
+            row["name"],
+            f"{row['count']:,}",
+        ]
+        for key in ("total_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"):
+            value = row.get(key)
+            cells.append("" if value is None else duration(value))
+        out.write("| " + " | ".join(cells) + " |\n")
+
+
+def render_json(processes: list[dict], out: IO[str]) -> None:
+    out.write(json.dumps(summary_mod.to_json(processes), indent=2) + "\n")
+
+
+def render_table(processes: list[dict], out: IO[str]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(file=out, width=160)
+    flagged = False
+    for process in processes:
+        for kernel in process["kernels"]:
+            lifetime = kernel.warp_lifetimes
+            group = f" · {escape(process['group'])}" if process["group"] else ""
+            title = (
+                f"pid {escape(process['process'])}{group} · {escape(kernel.kernel)} · "
+                f"{kernel.launches} launch(es) · grid {kernel.grid} · block {kernel.block} · "
+                f"warp lifetime p50 {duration(lifetime.p50 if lifetime else None)}"
+            )
+            table = Table(title=title, title_justify="left")
+            for column in (
+                "range",
+                "count",
+                "total",
+                "mean",
+                "min",
+                "p50",
+                "p90",
+                "p99",
+                "max",
+                "of warp time",
+            ):
+                table.add_column(column, justify="left" if column == "range" else "right")
+            for row in kernel.ranges:
+                d = row.durations
+                mark = " *" if d.at_resolution_limit else ""
+                flagged |= bool(mark)
+                share = "-" if row.share_of_warp_time is None else f"{row.share_of_warp_time:.1%}"
+                table.add_row(
+                    escape(row.name) + mark,
+                    f"{d.count:,}",
+                    duration(d.total),
+                    duration(d.mean),
+                    duration(d.min),
+                    duration(d.p50),
+                    duration(d.p90),
+                    duration(d.p99),
+                    duration(d.max),
+                    share,
+                )
+            for marker in kernel.markers:
+                off = marker.offset_from_range
+                table.add_row(
+                    f"mark {escape(marker.name)}",
+                    f"{marker.count:,}",
+                    "",
+                    "",
+                    "",
+                    f"+{duration(off.p50)}" if off else "-",
+                    f"+{duration(off.p90)}" if off else "-",
+                    "",
+                    "",
+                    "",
+                )
+            console.print(table)
+    if flagged:
+        console.print(f"* within one step of the GPU timer ({TIMER_STEP_NS} ns): at the resolution limit")
+    console.print("marks: offset from the start of the enclosing range (p50 under p50, p90 under p90)")
+
+
+def lint_lines(findings: list[Finding]) -> list[str]:
+    """Lint findings as warning lines (``iket lint``, and ``iket show`` on stderr)."""
+    return [f"iket: warning: [{f.code}] {f.message} ({f.hint})" for f in findings]
+
+
+#: ``--format`` -> renderer (the choices are ``vocab.SHOW_FORMATS``).
+RENDERERS: dict[str, Callable[[list[dict], IO[str]], None]] = {
+    "json": render_json,
+    "csv": render_csv,
+    "markdown": render_markdown,
+    "table": render_table,
+}

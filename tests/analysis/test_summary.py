@@ -1,0 +1,161 @@
+"""Property tests: the summary of generated traces against a deliberately plain reference."""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from iket_cli.analysis import summary
+from iket_cli.model import trace
+
+from conftest import write_trace
+
+NAMES = ["mainloop", "epilogue", "load", "mark_a", "mark_b"]
+STEP = 32
+
+
+@st.composite
+def traces(draw):
+    """Launches of warps, each running non-overlapping top-level ranges with marks inside."""
+    launches = []
+    for _number in range(draw(st.integers(1, 3))):
+        kernel = draw(st.sampled_from(["gemm", "reduce"]))
+        ranges, markers, warps = [], [], []
+        for loc in range(draw(st.integers(1, 4))):
+            t = draw(st.integers(0, 50)) * STEP
+            start = t
+            for _ in range(draw(st.integers(0, 6))):
+                length = draw(st.integers(0, 40)) * STEP
+                ranges.append((draw(st.integers(0, 2)), loc, t, t + length))
+                if draw(st.booleans()):
+                    markers.append(
+                        (draw(st.integers(3, 4)), loc, t + draw(st.integers(0, length // STEP)) * STEP)
+                    )
+                t += length + draw(st.integers(1, 5)) * STEP
+            warps.append((loc, start, t))
+        launches.append({"kernel": kernel, "ranges": ranges, "markers": markers, "warps": warps})
+    return launches
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
+
+
+def reference(doc: dict) -> dict:
+    """The plain way: dicts and loops over json.load's output."""
+    result = {}
+    durations, offsets, warp_time = defaultdict(list), defaultdict(list), defaultdict(int)
+    for launch in doc["launches"]:
+        kernel = launch["kernelName"]
+        for w in launch["warpLifetimes"]:
+            warp_time[kernel] += w["endTs"] - w["startTs"]
+        for r in launch["ranges"]:
+            durations[(kernel, doc["stringTable"][r["rangeNameIdx"]])].append(r["endTs"] - r["startTs"])
+        for m in launch["markers"]:
+            holders = [
+                r
+                for r in launch["ranges"]
+                if r["warpLocIdxs"][0] == m["locIdx"] and r["startTs"] <= m["timestamp"] <= r["endTs"]
+            ]
+            if holders:
+                inner = max(holders, key=lambda r: r["startTs"])
+                offsets[(kernel, doc["stringTable"][m["markerNameIdx"]])].append(
+                    m["timestamp"] - inner["startTs"]
+                )
+    for (kernel, name), values in durations.items():
+        share = sum(values) / warp_time[kernel] if warp_time[kernel] else None
+        result[(kernel, name)] = (
+            len(values),
+            sum(values),
+            min(values),
+            max(values),
+            pct(values, 0.5),
+            pct(values, 0.9),
+            pct(values, 0.99),
+            share,
+        )
+    for key, values in offsets.items():
+        result[("mark", *key)] = (len(values), pct(values, 0.5), pct(values, 0.9))
+    return result
+
+
+def ours(loaded) -> dict:
+    result = {}
+    for kernel in summary.summarize(loaded):
+        for row in kernel.ranges:
+            d = row.durations
+            result[(kernel.kernel, row.name)] = (
+                d.count,
+                d.total,
+                d.min,
+                d.max,
+                d.p50,
+                d.p90,
+                d.p99,
+                row.share_of_warp_time,
+            )
+        for mark in kernel.markers:
+            if mark.offset_from_range:
+                o = mark.offset_from_range
+                result[("mark", kernel.kernel, mark.name)] = (o.count, o.p50, o.p90)
+    return result
+
+
+@settings(max_examples=60, deadline=None)
+@given(traces())
+def test_summary_matches_the_plain_reference(launches):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.trace.json"
+        write_trace(path, NAMES, launches, locations=4)
+        loaded = trace.load(path)
+        assert loaded.launches == trace._from_json(path).launches
+        assert ours(loaded) == reference(json.loads(path.read_text()))
+
+
+@st.composite
+def overlapping(draw):
+    """One launch whose warps hold nested, crossing, zero-length and duplicate ranges."""
+    launch = trace.Launch("k", (1, 1, 1), (32, 1, 1), 1)
+    for _ in range(draw(st.integers(0, 30))):
+        start = draw(st.integers(0, 20)) * STEP
+        end = start + draw(st.integers(0, 10)) * STEP
+        launch.ranges.name.append(0)
+        launch.ranges.loc.append(draw(st.integers(-1, 2)))
+        launch.ranges.start.append(start + 10**18)
+        launch.ranges.end.append(end + 10**18)
+    for _ in range(draw(st.integers(0, 30))):
+        launch.markers.name.append(draw(st.integers(3, 4)))
+        launch.markers.loc.append(draw(st.integers(-1, 2)))
+        launch.markers.start.append(draw(st.integers(0, 32)) * STEP + 10**18)
+    return launch
+
+
+def brute_offsets(launch) -> dict[int, list[int]]:
+    """Each mark against every range of its warp: the latest start among those holding it."""
+    found = defaultdict(list)
+    r, m = launch.ranges, launch.markers
+    for loc, ts, name in zip(m.loc, m.start, m.name, strict=True):
+        starts = [s for at, s, e in zip(r.loc, r.start, r.end, strict=True) if at == loc and s <= ts <= e]
+        if starts:
+            found[name].append(ts - max(starts))
+    return {name: sorted(values) for name, values in found.items()}
+
+
+def flattened(offsets) -> dict[int, list[int]]:
+    return {name: sorted(int(v) for part in parts for v in part) for name, parts in offsets.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(overlapping())
+def test_mark_offsets_vectorised_equals_the_sweep_and_brute_force(launch):
+    vectorised, swept = defaultdict(list), defaultdict(list)
+    summary._mark_offsets(launch, vectorised)
+    summary._mark_offsets_swept(launch, swept)
+    assert flattened(vectorised) == flattened(swept) == brute_offsets(launch)

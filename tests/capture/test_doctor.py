@@ -1,0 +1,31 @@
+from iket_cli.capture import doctor
+
+
+def test_checks_in_process_name_every_part_and_leak_nothing(monkeypatch):
+    """In-process (with warnings as errors, so an uncollected probe would fail the test)."""
+    monkeypatch.setenv("IKET_RUN_IKET", "/none")
+    results = doctor.checks()
+    names = [c.name for c in results]
+    assert names == [
+        "Python",
+        "iket-cli",
+        "run-iket",
+        "cuda-bindings + NVRTC",
+        "GPU",
+        "CUDA_INJECTION64_PATH",
+        "TIRx",
+        "CuTe DSL variables",
+    ], "no decoder check without run-iket"
+    assert not doctor.healthy(results)
+
+
+def test_a_probe_that_fails_names_its_last_line():
+    answer, problem = doctor.Probe("raise SystemExit('no GPU stack here')", {}).result()
+    assert answer is None and problem == "no GPU stack here"
+
+
+def test_gpu_check_falls_back_to_nvidia_smi_names():
+    check = doctor._gpu(None, "no cuda-python", [{"index": "0", "name": "NVIDIA H200", "driver": "580"}])
+    assert check.ok and "NVIDIA H200" in check.detail and "compute capability unknown" in check.detail
+    old = doctor._gpu({"cuda_driver": "13.0", "gpus": [{"index": 0, "name": "A100", "cc": [8, 0]}]}, "", [])
+    assert not old.ok and "sm_80" in old.detail, "Hopper or newer is needed"

@@ -1,0 +1,103 @@
+"""Decoding the real raw captures recorded on the H200 with the real decoder: the tasks,
+the worker pool, and bytes identical to run-iket's."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+
+import pytest
+
+from iket_cli.capture import toolchain
+from iket_cli.decode import pool, tasks
+from iket_cli.errors import UsageError
+from iket_cli.model.vocab import FORMATS
+
+from conftest import FIXTURES, kept
+
+CAPTURES = {"affine": ["0x204"], "multi": ["0x23f"], "spawn": ["0x299", "0x2b5"]}
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURES))
+def test_artifacts_identical_to_run_iket_on_the_h200(tmp_path, name):
+    folder = kept(tmp_path, name)
+    outcomes = pool.run(tasks.plan(folder, list(FORMATS)))
+    assert [o.error for o in outcomes] == [None] * len(outcomes)
+    for pid in CAPTURES[name]:
+        stem = f"iket_pid_{pid}"
+        for suffix in (".trace.json", ".pftrace"):  # .html is iket's own offline report
+            assert (folder / f"{stem}{suffix}").read_bytes() == (
+                FIXTURES / name / f"{stem}{suffix}"
+            ).read_bytes()
+        ours = (folder / f"{stem}.pftrace.gz").read_bytes()
+        assert gzip.decompress(ours) == (FIXTURES / name / f"{stem}.pftrace").read_bytes()
+        assert ours[4:8] == b"\0\0\0\0", "zero mtime: reproducible"
+
+
+def test_identical_to_run_iket_postprocess_here(tmp_path, real_run_iket):
+    """The same raw capture through `run-iket postprocess` on this machine."""
+    ours, theirs = kept(tmp_path, "multi"), kept(tmp_path / "r", "multi")
+    pool.run(tasks.plan(ours, ["json", "perfetto"]))
+    env = toolchain.find().child_env(dict(os.environ))
+    subprocess.run(
+        [str(real_run_iket), "postprocess", str(theirs), "--format", "all"],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    for suffix in (".trace.json", ".pftrace"):
+        assert (ours / f"iket_pid_0x23f{suffix}").read_bytes() == (
+            theirs / f"iket_pid_0x23f{suffix}"
+        ).read_bytes()
+
+
+def test_exact_numbers(tmp_path):
+    folder = kept(tmp_path, "affine")
+    pool.run(tasks.plan(folder, ["json"]))
+    trace = json.loads((folder / "iket_pid_0x204.trace.json").read_text())
+    (launch,) = trace["launches"]
+    (rng,), (mark,) = launch["ranges"], launch["markers"]
+    assert trace["stringTable"][rng["rangeNameIdx"]] == "affine"
+    assert rng["endTs"] - rng["startTs"] == 224
+    assert trace["stringTable"][mark["markerNameIdx"]] == "loaded"
+    assert mark["timestamp"] - rng["startTs"] == 64
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["in-process", "worker-process"])
+def test_corrupt_and_missing_files_are_named_others_still_decoded(tmp_path, monkeypatch, inline):
+    if not inline:
+        monkeypatch.setattr(pool, "INLINE_BYTES", -1)
+    folder = kept(tmp_path, "spawn")
+    data = folder / "iket" / "pid_0x299" / "iket.data.bin"
+    data.write_bytes(data.read_bytes()[:16])
+    outcomes = pool.run(tasks.plan(folder, ["json", "perfetto"]))
+    errors = {o.task.pid_hex: o.error for o in outcomes}
+    assert "iket.data.bin is truncated" in errors["0x299"] and str(data) in errors["0x299"]
+    assert (folder / "iket_pid_0x2b5.trace.json").read_bytes() == (
+        FIXTURES / "spawn" / "iket_pid_0x2b5.trace.json"
+    ).read_bytes()
+    (folder / "iket" / "pid_0x2b5" / "iket.data.json").write_text("{not json")
+    (outcome, *_) = [
+        o for o in pool.run(tasks.plan(folder, ["json"])) if o.task.pid_hex == "0x2b5"
+    ]
+    assert "is not a raw capture manifest" in outcome.error
+
+
+def test_plan_and_jobs(tmp_path, monkeypatch):
+    folder = kept(tmp_path, "spawn")
+    planned = tasks.plan(folder, ["html"])
+    assert sorted((t.pid_hex, t.export) for t in planned) == [
+        ("0x299", "json"),
+        ("0x299", "perfetto"),
+        ("0x2b5", "json"),
+        ("0x2b5", "perfetto"),
+    ], "the report is made from the JSON trace"
+    perfetto = next(t for t in planned if t.export == "perfetto")
+    assert perfetto.outputs() == [f"iket_pid_{perfetto.pid_hex}.pftrace.gz"]
+    with pytest.raises(UsageError, match="unknown format"):
+        tasks.plan(folder, ["pdf"])
+    assert pool.default_jobs(planned[:2], 8) == 2, "no more workers than tasks"
+    monkeypatch.setattr(pool, "_mem_available", lambda: 1)
+    assert pool.default_jobs(planned, 8) == 1, "memory bounds the workers"

@@ -1,0 +1,155 @@
+"""The columnar trace model and the default summary, on the real H200 traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iket_cli.analysis import summary
+from iket_cli.errors import ManifestError
+from iket_cli.model import trace
+
+from conftest import FIXTURES, run_iket
+
+TRACES = {
+    "affine": FIXTURES / "affine" / "iket_pid_0x204.trace.json",
+    "multi": FIXTURES / "multi" / "iket_pid_0x23f.trace.json",
+    "spawn": FIXTURES / "spawn" / "iket_pid_0x2b5.trace.json",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_scan_equals_a_full_parse(name, tmp_path):
+    fast = trace.load(TRACES[name])
+    plain = trace._from_json(TRACES[name])
+    assert fast.launches == plain.launches
+    assert (fast.strings, fast.locations) == (plain.strings, plain.locations)
+    doc = json.loads(TRACES[name].read_text())
+    assert [len(launch.ranges) for launch in fast.launches] == [len(x["ranges"]) for x in doc["launches"]]
+    pretty = tmp_path / "pretty.trace.json"
+    pretty.write_text(json.dumps(doc, indent=1))
+    assert trace.load(pretty).launches == fast.launches, "other layouts take the general path"
+
+
+def test_exact_numbers_affine():
+    (kernel,) = summary.summarize(trace.load(TRACES["affine"]))
+    assert (kernel.kernel, kernel.launches, kernel.grid, kernel.block) == (
+        "profiled_affine_kernel",
+        1,
+        (1, 1, 1),
+        (32, 1, 1),
+    )
+    (row,) = kernel.ranges
+    assert (row.name, row.durations.count, row.durations.total) == ("affine", 1, 224)
+    (mark,) = kernel.markers
+    assert (mark.name, mark.count, mark.offset_from_range.p50) == ("loaded", 1, 64)
+
+
+def test_exact_numbers_multi():
+    scale, copy = summary.summarize(trace.load(TRACES["multi"]))
+    assert (scale.kernel, scale.launches, scale.grid, scale.block) == (
+        "scale_loop_kernel",
+        3,
+        (4, 1, 1),
+        (128, 1, 1),
+    )
+    (step,) = scale.ranges
+    assert step.name == "step" and step.durations.count == 3 * 64
+    assert step.durations.min == 0 and step.durations.at_resolution_limit
+    (stepped,) = scale.markers
+    assert stepped.count == 192 and stepped.offset_from_range.count == 192, "every mark inside a step"
+    assert (copy.kernel, copy.launches, copy.ranges[0].durations.count) == ("copy_kernel_kernel", 1, 16)
+    assert copy.markers == []
+
+
+def test_stats_against_a_plain_reference():
+    values = [5, 1, 9, 3, 7, 2, 8, 6, 4, 10]
+    result = summary.stats(values)
+    ordered = sorted(values)
+    assert (result.count, result.total, result.min, result.max) == (10, 55, 1, 10)
+    assert (result.p50, result.p90, result.p99) == (ordered[4], ordered[8], ordered[9])
+    assert summary.stats([]) is None
+
+
+def test_errors_are_one_line(tmp_path):
+    with pytest.raises(ManifestError, match="does not exist"):
+        trace.load(tmp_path / "missing.trace.json")
+    (tmp_path / "empty.trace.json").write_text("")
+    with pytest.raises(ManifestError, match="is empty"):
+        trace.load(tmp_path / "empty.trace.json")
+    (tmp_path / "bad.trace.json").write_text('{"graphLaunches":{},"launches":[')
+    with pytest.raises(ManifestError, match="is not an IKET trace"):
+        trace.load(tmp_path / "bad.trace.json")
+
+
+def test_cli_show(tmp_path):
+    table = run_iket("show", FIXTURES / "multi", cwd=tmp_path)
+    assert table.code == 0, table
+    assert "scale_loop_kernel" in table.stdout and "mark stepped" in table.stdout
+    as_json = run_iket("show", FIXTURES / "spawn", "--format", "json", cwd=tmp_path)
+    data = json.loads(as_json.stdout)
+    assert [p["process"] for p in data["processes"]] == ["0x299", "0x2b5"]
+    (tmp_path / "bad.trace.json").write_text("{")
+    bad = run_iket("show", tmp_path / "bad.trace.json", cwd=tmp_path)
+    assert bad.code == 2 and "is not an IKET trace" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "cap").mkdir()
+    none = run_iket("show", tmp_path / "cap", cwd=tmp_path)
+    assert none.code == 2 and "holds no JSON trace" in none.stderr
+
+
+def test_filters_and_grouping():
+    multi = FIXTURES / "multi"
+    (only,) = summary.summarize_capture(multi, kernel="scale*")
+    assert [k.kernel for k in only["kernels"]] == ["scale_loop_kernel"]
+    by_launch = summary.summarize_capture(multi, by="launch", kernel="scale")
+    assert [p["group"] for p in by_launch] == ["launch 0", "launch 1", "launch 2"]
+    assert all(p["kernels"][0].ranges[0].durations.count == 64 for p in by_launch)
+    (second,) = summary.summarize_capture(multi, launch=1)
+    assert second["kernels"][0].launches == 1
+    (cta,) = summary.summarize_capture(multi, cta=(1, 0, 0))
+    step = cta["kernels"][0].ranges[0]
+    assert step.durations.count == 3 * 16, "one CTA of four: 4 warps x 4 steps per launch"
+    by_warp = summary.summarize_capture(multi, by="warp", kernel="copy")
+    assert len(by_warp) == 8 and all(p["kernels"][0].ranges[0].durations.count == 2 for p in by_warp)
+    (none,) = summary.summarize_capture(multi, range_name="nope")
+    assert all(not k.ranges for k in none["kernels"])
+
+
+def test_show_formats(tmp_path):
+    csv_out = run_iket("show", FIXTURES / "affine", "--format", "csv", cwd=tmp_path)
+    lines = csv_out.stdout.splitlines()
+    assert lines[0].startswith("process,group,kernel,kind,name,count,total_ns")
+    assert lines[1].startswith("0x204,,profiled_affine_kernel,range,affine,1,224,224.0,224,224")
+    markdown = run_iket("show", FIXTURES / "affine", "--format", "markdown", cwd=tmp_path)
+    assert "| 0x204 | profiled_affine_kernel | mark | loaded | 1 |  | 64 ns |" in markdown.stdout
+    bad = run_iket("show", FIXTURES / "affine", "--cta", "1,0", cwd=tmp_path)
+    assert bad.code == 2 and "is not X,Y,Z" in bad.stderr
+
+
+def test_unknown_schema_version_is_refused(tmp_path):
+    doc = json.loads(TRACES["affine"].read_text())
+    doc["meta"]["version"] = 2
+    for name, text in (
+        ("compact", json.dumps(doc, separators=(",", ":"), sort_keys=True)),
+        ("pretty", json.dumps(doc, indent=1)),
+    ):
+        path = tmp_path / f"{name}.trace.json"
+        path.write_text(text)
+        with pytest.raises(ManifestError, match="schema version 2; iket reads version 1"):
+            trace.load(path)
+
+
+def test_timeline(tmp_path):
+    drawn = run_iket(
+        "show", FIXTURES / "multi", "--timeline", "--cta", "0,0,0", "--width", "60", cwd=tmp_path
+    )
+    assert drawn.code == 0, drawn
+    rows = [line for line in drawn.stdout.splitlines() if line.startswith("cta 0,0,0 w")]
+    assert len(rows) == 4, "block of 128 threads: 4 warps in the CTA"
+    assert all("s" in row and "│" in row for row in rows), "step bars and stepped ticks"
+    assert "ranges: step" in drawn.stdout and "384 ns" in drawn.stdout
+    many = run_iket("show", FIXTURES / "multi", "--timeline", "--launch", "3", cwd=tmp_path)
+    assert many.code == 0 and many.stdout.count("copy_kernel_kernel") == 1
+    out_of_range = run_iket("show", FIXTURES / "multi", "--timeline", "--launch", "9", cwd=tmp_path)
+    assert out_of_range.code == 2 and "no launch matches the filters" in out_of_range.stderr

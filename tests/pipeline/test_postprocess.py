@@ -1,0 +1,100 @@
+"""``iket postprocess`` through the real CLI: manifests, failures named by file, interrupts."""
+
+from __future__ import annotations
+
+import json
+import signal
+import tarfile
+import time
+from pathlib import Path
+
+from iket_cli.capture import tree
+from iket_cli.model import manifest
+from iket_cli.render import report
+
+from conftest import FIXTURES, all_gone, kept, run_iket, start_iket
+
+
+def test_cli_on_a_raw_run_iket_folder_creates_the_manifest_and_is_idempotent(tmp_path):
+    folder = kept(tmp_path, "spawn")
+    first = run_iket("postprocess", folder, "--json", cwd=tmp_path)
+    assert first.code == 0, first
+    record = manifest.read(folder)
+    assert json.loads(first.stdout) == record
+    assert record["target"]["kind"] == "unknown" and record["status"] == "ok"
+    assert [p["pid_hex"] for p in record["processes"]] == ["0x299", "0x2b5"]
+    assert record["processes"][0]["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
+    before = artifacts(folder)
+    again = run_iket("postprocess", folder, "-j", "1", cwd=tmp_path)
+    assert again.code == 0, again
+    assert artifacts(folder) == before
+
+
+def artifacts(folder: Path) -> dict:
+    """Every artifact's bytes; for the HTML reports what they show, less the run's own times."""
+    found = {}
+    for path in folder.glob("iket_pid_*"):
+        if path.suffix == ".html":
+            data = report.embedded(path)
+            found[path.name] = (data["stats"], data["timelines"], data["perfetto"])
+        else:
+            found[path.name] = path.read_bytes()
+    return found
+
+
+def test_cli_reports_broken_process_by_name_exit_1(tmp_path):
+    folder = kept(tmp_path, "spawn")
+    (folder / "iket" / "pid_0x2b5" / "iket.data.bin").unlink()
+    result = run_iket("postprocess", folder, "--format", "json", cwd=tmp_path)
+    assert result.code == 1, result
+    assert f"{folder}/iket/pid_0x2b5/iket.data.bin is missing" in result.stderr
+    assert (folder / "iket_pid_0x299.trace.json").is_file()
+    record = manifest.read(folder)
+    assert record["status"] == "failed" and "pid_0x2b5" in record["error"]["message"]
+
+
+def test_cli_refuses_a_folder_without_raw_capture(tmp_path):
+    result = run_iket("postprocess", tmp_path, cwd=tmp_path)
+    assert result.code == 2, result
+    assert "holds no raw capture" in result.stderr and "--keep" in result.stderr
+
+
+def test_sigterm_while_decoding_stops_the_workers_and_leaves_no_debris(tmp_path):
+
+    with tarfile.open(FIXTURES / "keep256_raw.tar.xz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    folder = tmp_path / "keep256"
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    proc = start_iket("postprocess", folder, "--format", "json", cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    workers: list[int] = []
+    while time.monotonic() < deadline and not workers:
+        workers = tree.descendants(proc.pid)
+        time.sleep(0.05)
+    assert workers, "a worker process decodes a capture this large"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "interrupted by SIGTERM while decoding" in err
+    assert all_gone(workers)
+    after = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    assert after == before, "no half-written artifact or launch part left behind"
+
+
+def test_html_alone_keeps_a_json_trace_decoded_before(tmp_path):
+    """The report needs the JSON export; it is removed afterwards only if this run made it."""
+    folder = kept(tmp_path, "affine")
+    assert run_iket("postprocess", folder, "--format", "json", cwd=tmp_path).code == 0
+    before = (folder / "iket_pid_0x204.trace.json").read_bytes()
+    assert run_iket("postprocess", folder, "--format", "html", cwd=tmp_path).code == 0
+    assert (folder / "iket_pid_0x204.trace.json").read_bytes() == before
+    assert manifest.read(folder)["postprocess"] == ["json", "html"]
+    fresh = kept(tmp_path / "fresh", "affine")
+    assert run_iket("postprocess", fresh, "--format", "html", cwd=tmp_path).code == 0
+    assert sorted(p.name for p in fresh.glob("iket_pid_*")) == [
+        "iket_pid_0x204.html",
+        "iket_pid_0x204.pftrace.gz",
+    ], "the JSON made only for the report is gone"
+    (process,) = manifest.read(fresh)["processes"]
+    assert (process["ranges"], process["markers"]) == (1, 1), "counts kept from the JSON"

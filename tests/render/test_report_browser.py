@@ -1,0 +1,119 @@
+"""The report in a real headless Chromium (Debian's ``chromium``, driven by Playwright), with
+the network cut: it must work from ``file://`` alone.
+
+Skipped where Chromium or Playwright is missing; ``.ci/run`` installs both.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from iket_cli.render import report
+
+from conftest import FIXTURES
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (apt-get install chromium)")
+# Flags for a closed network (see the machine notes): no background fetches at start-up.
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield launched
+        launched.close()
+
+
+class Page:
+    """A report opened offline, with every console error and every request recorded."""
+
+    def __init__(self, browser, path: Path) -> None:
+        self.context = browser.new_context(offline=True, viewport={"width": 1400, "height": 1000})
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page = self.context.new_page()
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(path.resolve().as_uri())
+        self.page.wait_for_selector("body[data-ready='1']", timeout=15000)
+
+    def bars(self, panel: int = 0) -> int:
+        return self.page.evaluate(f"window.iketReport.panels[{panel}].drawn")
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def test_affine_report_offline_with_hover(browser, tmp_path):
+    page = Page(browser, report.write(FIXTURES / "affine", tmp_path / "affine.html"))
+    try:
+        assert page.bars() == 1, "one affine range"
+        where = page.page.evaluate("window.iketReport.panels[0].locate('affine')")
+        page.page.mouse.move(where["x"], where["y"])
+        tip = page.page.locator("#tip")
+        tip.wait_for(state="visible", timeout=5000)
+        text = tip.inner_text()
+        assert "affine" in text and "duration 224 ns" in text and "warp 0" in text
+        headers = page.page.locator("#stats th")
+        assert headers.count() == 12
+        page.page.screenshot(path=str(tmp_path / "affine.png"), full_page=True)
+        assert (tmp_path / "affine.png").stat().st_size > 10_000
+        assert page.errors == []
+        assert all(url.startswith("file://") for url in page.requests), page.requests
+    finally:
+        page.close()
+
+
+def test_multi_report_every_launch_and_sorting(browser, tmp_path):
+    page = Page(browser, report.write(FIXTURES / "multi", tmp_path / "multi.html"))
+    try:
+        counts = []
+        for option in range(4):
+            page.page.select_option("select[aria-label=launch]", str(option))
+            counts.append(page.bars())
+        assert counts == [64, 64, 64, 16]
+        first_cells = page.page.locator("#stats tbody tr td:first-child")
+        count_header = page.page.locator("#stats th", has_text="count")
+        count_header.click()  # sort by count, largest first
+        counts_column = page.page.locator("#stats tbody tr td:nth-child(4)").all_inner_texts()
+        assert counts_column == ["192", "192", "16"]
+        assert first_cells.count() == 3
+        box = page.page.locator(".timeline canvas").bounding_box()
+        page.page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] / 2)
+        before = page.bars()
+        page.page.mouse.wheel(0, -1500)  # zoom in at the left edge of the kernel: fewer bars in view
+        page.page.wait_for_function(f"window.iketReport.panels[0].drawn < {before}", timeout=5000)
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_diff_report_has_two_timelines(browser, tmp_path):
+    from iket_cli.analysis import diff
+
+    changes = [c.__dict__ for c in diff.compare(FIXTURES / "affine", FIXTURES / "spawn")]
+    path = report.write_text(
+        tmp_path / "d.html", report.build_diff(FIXTURES / "affine", FIXTURES / "spawn", changes, "median")
+    )
+    page = Page(browser, path)
+    try:
+        assert (page.bars(0), page.bars(1)) == (1, 1)
+        assert "affine" in page.page.locator("table.stats").first.inner_text()
+        assert page.errors == []
+    finally:
+        page.close()

@@ -1,0 +1,127 @@
+"""The package's layout is its architecture: stages import only from the stages below them.
+
+    model ← capture ← decode ← analysis ← render ← pipeline ← cli
+
+Read from the source with ``ast`` (imports inside functions count too), so a lazy import
+that climbs back up a layer fails here as surely as one at the top of a module.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "iket_cli"
+#: Bottom to top. ``errors`` and ``_version`` are the foundation every layer may import;
+#: the package's own ``__init__``/``__main__`` (the public API, the entry point) sit on top.
+LAYERS = ["errors", "_version", "model", "capture", "decode", "analysis", "render", "pipeline", "cli"]
+FOUNDATION = {"errors", "_version"}
+TOP = len(LAYERS)
+MAX_LINES = 400
+#: Files run as scripts in other interpreters: they may import nothing of iket's.
+STANDALONE = ("capture/_shim.py", "capture/_hook/sitecustomize.py")
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def dotted(path: Path) -> list[str]:
+    """``iket_cli/capture/plan.py`` -> ``["capture", "plan"]``."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def layer(parts: list[str]) -> int:
+    """The layer of a module given by its dotted parts below ``iket_cli``."""
+    if not parts or parts[0] in ("__init__", "__main__"):
+        return TOP
+    head = parts[0]
+    if head in FOUNDATION:
+        return 0
+    return LAYERS.index(head)
+
+
+def imported(path: Path, source: str | None = None) -> list[tuple[int, list[str]]]:
+    """(line, dotted parts below ``iket_cli``) of every import of iket's own modules in
+    ``path`` (or in ``source``, read as if it were that file)."""
+    text = path.read_text(encoding="utf-8") if source is None else source
+    tree = ast.parse(text, filename=str(path))
+    package = dotted(path) if path.name == "__init__.py" else dotted(path)[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "iket_cli":
+                    found.append((node.lineno, alias.name.split(".")[1:]))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                target = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "iket_cli":
+                target = node.module.split(".")[1:]
+            else:
+                continue
+            if not node.module:  # `from . import a, b`: each name is a module
+                found += [(node.lineno, [*target, alias.name]) for alias in node.names]
+            else:
+                found.append((node.lineno, target))
+    return found
+
+
+def test_the_layers_are_known():
+    heads = {dotted(p)[0] for p in modules() if dotted(p)}
+    assert heads - {"__main__"} <= set(LAYERS), "a new top-level module or package needs a layer"
+
+
+def test_no_module_imports_from_a_higher_layer():
+    climbs = []
+    for path in modules():
+        here = dotted(path)
+        mine = layer(here)
+        for line, target in imported(path):
+            if layer(target) > mine:
+                where = path.relative_to(PACKAGE.parent)
+                climbs.append(f"{where}:{line} ({LAYERS[min(mine, TOP - 1)]}) imports {'.'.join(target)}")
+    assert climbs == [], "imports that climb back up a layer:\n" + "\n".join(climbs)
+
+
+@pytest.mark.parametrize("low", ["model", "decode", "analysis"])
+def test_the_lower_stages_never_import_render_pipeline_or_cli(low):
+    """The issue's rule, stated on its own: decoding and analysis never import a renderer."""
+    for path in (PACKAGE / low).rglob("*.py"):
+        for line, target in imported(path):
+            assert target[:1] not in (["render"], ["pipeline"], ["cli"]), f"{path}:{line} imports {target}"
+
+
+def test_the_layer_check_sees_a_climb():
+    """The checker itself: lazy relative and absolute imports are resolved to their layer."""
+    fake = PACKAGE / "decode" / "x.py"
+    source = (
+        "def f():\n    from ..render import report\n    from . import pool\n"
+        "    import iket_cli.pipeline.jobs\n"
+    )
+    found = imported(fake, source)
+    assert found == [(2, ["render"]), (3, ["decode", "pool"]), (4, ["pipeline", "jobs"])]
+    assert layer(["render"]) > layer(dotted(fake)) and layer(["pipeline", "jobs"]) > layer(dotted(fake))
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_400_lines(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines: split it by concern"
+
+
+def test_every_stage_says_its_concern():
+    for stage in LAYERS:
+        init = PACKAGE / stage / "__init__.py"
+        if init.exists():
+            doc = ast.get_docstring(ast.parse(init.read_text()))
+            assert doc and len(doc.splitlines()) >= 2, f"{init} needs a docstring naming its concern"
+
+
+@pytest.mark.parametrize("name", STANDALONE)
+def test_standalone_scripts_import_nothing_of_iket(name):
+    assert imported(PACKAGE / name) == []
