@@ -26,6 +26,11 @@ class ExitCode(enum.IntEnum):
     TIMEOUT = 124
     #: Interrupted by SIGINT (Ctrl-C). SIGTERM gives 143, as shells report it.
     INTERRUPTED = 130
+    #: Killed by SIGKILL (``kill -9``, the OOM killer, a preemption): the shell reports it;
+    #: iket cannot. Its watchdog stopped the capture's processes and kept the evidence.
+    KILLED = 137
+    #: Terminated by SIGTERM (a scheduler's or ``kill``'s default); the process tree was stopped.
+    TERMINATED = 143
 
 
 class IketError(Exception):
@@ -112,6 +117,21 @@ class CaptureInterrupted(CaptureError):
     """SIGINT or SIGTERM arrived; the process tree was stopped."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+class CaptureKilled(CaptureInterrupted):
+    """The CLI was killed outright; only its watchdog could clean up (recorded in DIR.failed/)."""
+
+    exit_code = ExitCode.KILLED
+
+
+class DiskFullError(CaptureError):
+    """The disk (or quota) holding the capture is full."""
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by iket's SIGTERM handler while a capture or a decode runs,
+    as KeyboardInterrupt is for SIGINT; turned into :class:`CaptureInterrupted` (exit 143)."""
 
 
 class MultiProcessError(UsageError):

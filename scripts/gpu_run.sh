@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|bench|all|x2]
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +30,13 @@ print('heavy modules in parent:', sorted(m for m in sys.modules if m.split('.')[
   IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_check.py -v -s -p no:cacheprovider -o addopts="" ${CHECKS_K:+-k "$CHECKS_K"} \
     > "$keep/gpu_check.log" 2>&1
   grep -E "PASSED|FAILED|ERROR|postprocess phase|passed|failed" "$keep/gpu_check.log" | tail -30
+fi
+if [[ $part == faults || $part == all ]]; then  # issue 15: signals, timeout, kill -9 mid capture pass
+  echo "== faults in the middle of a real capture pass"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_faults.py -v -s -p no:cacheprovider -o addopts="" \
+    > "$keep/gpu_faults.log" 2>&1
+  grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_faults.log" | tail -12
+  echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
 fi
 if [[ $part == bench || $part == all ]]; then
   echo "== capture benchmark (issue 2)"

@@ -121,6 +121,11 @@ def compare(base: Path, new: Path, *, stat: str = "median", fail_over: str | Non
     return sorted(changes, key=lambda c: -abs(c.impact_ns))
 
 
+def unmatched(changes: list[Change]) -> list[Change]:
+    """The ranges of BASE that NEW does not have: a gate cannot judge them (renamed? removed?)."""
+    return [c for c in changes if c.status == "removed"]
+
+
 def _change(key, old: list[int], cur: list[int], stat: str, rules) -> Change:
     kernel, name = key
     if not old or not cur:

@@ -252,10 +252,32 @@ def summarize_capture(
     """
     if by not in GROUPINGS:
         raise UsageError(f"unknown --by {by!r}", hint=f"use one of {', '.join(GROUPINGS)}")
-    result = []
+    result, kernels = [], set()
     for label, path in find_traces(location):
-        result += summarize_loaded(label, path, trace_mod.load(path), by=by, top=top, **filters)
+        loaded = trace_mod.load(path)
+        kernels.update(launch.kernel for launch in loaded.launches)
+        result += summarize_loaded(label, path, loaded, by=by, top=top, **filters)
+    given = {name: value for name, value in filters.items() if value is not None}
+    if given and not any(p["kernels"] for p in result):
+        shown = " ".join(
+            f"{FILTER_FLAGS.get(k, k)} {_text(v) if isinstance(v, tuple) else v}" for k, v in given.items()
+        )
+        raise UsageError(
+            f"nothing in {location} matches {shown}",
+            hint=f"its kernels: {', '.join(sorted(kernels)) or 'none'}",
+        )
     return result
+
+
+#: The filters of :func:`iket_cli.model.trace.select` as ``iket show`` spells them.
+FILTER_FLAGS = {
+    "kernel": "--kernel",
+    "range_name": "--range",
+    "launch": "--launch",
+    "cta": "--cta",
+    "warp": "--warp",
+    "sm": "--sm",
+}
 
 
 def summarize_loaded(

@@ -1,28 +1,27 @@
-"""Output directories that are never lost or clobbered by accident.
+"""Output directories that are never lost or clobbered by accident: checking DIR, locking it.
 
-* A capture is made in a staging directory beside DIR and published with one atomic
-  rename (an atomic exchange where DIR already holds a capture and ``--clobber`` was given).
 * DIR is checked before anything runs: a previous capture needs ``--clobber``; anything
   else that is not ours (a non-empty folder without a manifest, a file, a symlink, ``/``,
-  the home directory, the working directory or one of its ancestors) is refused outright.
-* A lock file beside DIR makes a second concurrent capture into DIR fail at once.
-* A failed attempt leaves its evidence in ``DIR.failed/``, replaced by the next failure.
+  the home directory, the working directory or one of its ancestors, a path under a file)
+  is refused outright, and so is a name too long to leave room for ``DIR.failed``.
+* A lock file beside DIR makes a second concurrent capture into DIR (or a decode of it)
+  fail at once.
+* The capture itself is made in a staging directory beside DIR (:mod:`.staging`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import fcntl
+import hashlib
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from ..errors import OutputDirError
 from ..model.manifest import is_capture
-from ..model.vocab import FAILED_SUFFIX, LOG_NAME, MANIFEST_NAME
+from ..model.vocab import FAILED_SUFFIX, MANIFEST_NAME
+
+LOCK_SUFFIX = ".iket.lock"
 
 
 def check(path: Path, *, cwd: Path, clobber: bool) -> Path:
@@ -33,6 +32,8 @@ def check(path: Path, *, cwd: Path, clobber: bool) -> Path:
     Raises :class:`OutputDirError` (exit 2). Nothing on disk is changed.
     """
     absolute = Path(os.path.abspath(path.expanduser()))  # relative to where iket was started
+    _check_parents(path, absolute)
+    _check_name(path, absolute)
     if absolute.is_symlink():
         raise OutputDirError(
             f"output directory {path} is a symlink; refusing it even with --clobber",
@@ -70,6 +71,58 @@ def check(path: Path, *, cwd: Path, clobber: bool) -> Path:
     return absolute
 
 
+def _check_parents(path: Path, absolute: Path) -> None:
+    """A path under a file can never be made: say which file is in the way."""
+    for parent in absolute.parents:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise OutputDirError(
+                    f"cannot make output directory {path}: {parent} is a file, not a directory",
+                    hint="pass --output-dir with a path whose parents are directories",
+                )
+            return
+
+
+def name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system of ``folder`` or its nearest existing
+    ancestor takes."""
+    for candidate in (folder, *folder.parents):
+        if candidate.is_dir():
+            try:
+                return os.pathconf(candidate, "PC_NAME_MAX")
+            except (OSError, ValueError):
+                break
+    return 255
+
+
+def _check_name(path: Path, absolute: Path) -> None:
+    """DIR's name must leave room for ``DIR.failed``, where a failed attempt's evidence goes."""
+    limit = name_max(absolute.parent) - len(FAILED_SUFFIX.encode())
+    size = len(absolute.name.encode())
+    if size > limit:
+        raise OutputDirError(
+            f"output directory name {absolute.name[:24]}... is {size} bytes; at most {limit} fit, "
+            f"so that a failed attempt can keep its evidence in {absolute.name[:8]}...{FAILED_SUFFIX}",
+            hint=f"pass --output-dir with a name of at most {limit} characters",
+        )
+
+
+def hidden(output_dir: Path, suffix: str) -> Path:
+    """``.NAME<suffix>`` beside DIR: a lock or staging name that always fits the file system.
+
+    Where the whole name would be too long, NAME is cut and a hash of it added, so two
+    long names still give two paths.
+    """
+    name = f".{output_dir.name}{suffix}"
+    limit = name_max(output_dir.parent)
+    if len(name.encode()) <= limit:
+        return output_dir.with_name(name)
+    digest = hashlib.sha1(output_dir.name.encode()).hexdigest()[:12]
+    room = limit - len(suffix.encode()) - len(digest) - 2
+    head = output_dir.name.encode()[:room].decode("utf-8", "ignore")
+    return output_dir.with_name(f".{head}~{digest}{suffix}")
+
+
 def _protected(cwd: Path) -> list[tuple[Path, str]]:
     places = [(Path("/"), "the root directory"), (Path.home().resolve(), "the home directory")]
     for folder in {Path.cwd().resolve(), cwd.resolve()}:
@@ -86,7 +139,7 @@ class Lock:
 
     def __init__(self, output_dir: Path) -> None:
         self.output_dir = output_dir
-        self.path = output_dir.with_name(f".{output_dir.name}.iket.lock")
+        self.path = hidden(output_dir, LOCK_SUFFIX)
         self._fd: int | None = None
 
     def acquire(self) -> Lock:
@@ -99,7 +152,8 @@ class Lock:
                 holder = _read_holder(fd)
                 os.close(fd)
                 raise OutputDirError(
-                    f"another iket capture into {self.output_dir} is running{holder}",
+                    f"another iket command is using {self.output_dir}{holder}: a capture into it, "
+                    "or a decode of it",
                     hint="wait for it to finish, or pass --output-dir with another directory",
                 ) from None
             if _same_file(fd, self.path):
@@ -140,95 +194,3 @@ def _same_file(fd: int, path: Path) -> bool:
         return False
     held = os.fstat(fd)
     return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
-
-
-class Staging:
-    """A private directory beside DIR where one capture attempt is made.
-
-    ``capture_dir`` is handed to run-iket as its output directory (run-iket insists on
-    creating it); ``log_path`` collects the console log until it moves into the result.
-    Used as a context manager: whatever was neither published nor kept as evidence is
-    removed on the way out, however the block ends.
-    """
-
-    def __init__(self, output_dir: Path) -> None:
-        self.output_dir = output_dir
-        output_dir.parent.mkdir(parents=True, exist_ok=True)
-        self.root = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.iket-staging-", dir=output_dir.parent))
-        self.capture_dir = self.root / "capture"
-        self.log_path = self.root / LOG_NAME
-
-    def __enter__(self) -> Staging:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.discard()  # a no-op once publish() or fail() moved the capture away
-
-    def finalize(self) -> Path:
-        """Make sure the capture folder exists and holds the logs (``iket.log``, and
-        ``warm.log`` where a warm standby ran); return the folder."""
-        self.capture_dir.mkdir(exist_ok=True)
-        for log in self.root.glob("*.log"):
-            os.replace(log, self.capture_dir / log.name)
-        return self.capture_dir
-
-    def publish(self) -> Path:
-        """Move the capture into DIR atomically, replacing a previous capture there."""
-        capture = self.finalize()
-        dest = self.output_dir
-        if dest.exists() and not dest.is_symlink() and dest.is_dir():
-            if not (is_capture(dest) or not any(dest.iterdir())):
-                raise OutputDirError(
-                    f"{dest} changed during the capture and is no longer an iket capture; "
-                    f"the new capture was left in {self.root}",
-                    hint="move it by hand",
-                )
-            _exchange(capture, dest)  # capture now holds the previous DIR
-        else:
-            os.rename(capture, dest)
-        self.discard()
-        return dest
-
-    def fail(self) -> Path:
-        """Keep this attempt's evidence in ``DIR.failed/``; return where it went."""
-        capture = self.finalize()
-        failed = self.output_dir.with_name(self.output_dir.name + FAILED_SUFFIX)
-        if failed.is_symlink() or (failed.exists() and not is_capture(failed)):
-            return self.root  # never delete something that is not ours: leave it in staging
-        if failed.exists():
-            _exchange(capture, failed)
-        else:
-            os.rename(capture, failed)
-        self.discard()
-        return failed
-
-    def discard(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _exchange(a: Path, b: Path) -> None:
-    """Swap two directories atomically (Linux renameat2); fall back to two renames."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        renameat2 = None
-    if renameat2 is not None:
-        rc = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
-        if rc == 0:
-            return
-        code = ctypes.get_errno()
-        if code not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
-            raise OSError(code, os.strerror(code), str(b))
-    aside = a.with_name(a.name + ".swap")
-    os.rename(b, aside)
-    try:
-        os.rename(a, b)
-    except OSError:
-        os.rename(aside, b)
-        raise
-    os.rename(aside, a)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -20,12 +21,13 @@ from typing import IO, Any
 from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, IketError
 from ..model.units import human_bytes
 from ..model.vocab import OVERHEAD_DIR, PROCS_NAME, WARM_LOG_NAME
-from . import runiket, runner, spawn, warm
+from . import runiket, runner, spawn, tree, warm
 from ._shim import STREAM_ENV
 from .events import Reporter
+from .filesystem import is_full
 from .hook import hook_env
-from .outdir import Staging
 from .plan import Plan
+from .staging import Staging
 
 #: The FIFO in the staging root through which the shim sends the workload's output live.
 FIFO_NAME = "workload.fifo"
@@ -33,21 +35,44 @@ FIFO_NAME = "workload.fifo"
 OVERHEAD_PROCS_NAME = "overhead-processes.jsonl"
 
 
+#: Log lines kept in memory once a full disk refuses them (the last ones are the telling ones).
+UNWRITTEN_LINES = 2000
+
+
 class Transcript:
-    """An attempt's console: each line into ``iket.log`` and to the reporter."""
+    """An attempt's console: each line into ``iket.log`` and to the reporter.
+
+    A full disk does not stop the capture's console: the lines the log cannot take are
+    kept (the last :data:`UNWRITTEN_LINES`), and ``full`` holds the error, so the evidence
+    step can make room and write them.
+    """
 
     def __init__(self, log: IO[str], reporter: Reporter) -> None:
         self.log = log
         self.reporter = reporter
+        self.full: OSError | None = None
+        self.unwritten: deque[str] = deque(maxlen=UNWRITTEN_LINES)
+
+    def write(self, text: str) -> None:
+        """One line into the log only."""
+        if self.full is None:
+            try:
+                self.log.write(text + "\n")
+                return
+            except OSError as error:
+                if not is_full(error):
+                    raise
+                self.full = error
+        self.unwritten.append(text)
 
     def line(self, text: str) -> None:
         """A line of output, the workload's or a tool's."""
-        self.log.write(text + "\n")
+        self.write(text)
         self.reporter.output(text, tool=runiket.is_tool_line(text))
 
     def note(self, text: str) -> None:
         """iket's own ``# ...`` line, in the log only."""
-        self.log.write(f"# {text}\n")
+        self.write(f"# {text}")
 
 
 @dataclass(frozen=True)
@@ -56,7 +81,7 @@ class PassResult:
 
     returncode: int | None  # None when it was stopped (see error)
     duration_s: float
-    tail: list[str]
+    tail: list[runner.Line]
     phase: str  # the phase run-iket was in last
     device_buffer: int | None = None  # bytes, as run-iket announced after the tracker pass
     warm: dict[str, Any] | None = None  # the warm standby's record, where one ran
@@ -91,12 +116,13 @@ class _Follower:
         self.device_buffer: int | None = None
         self.stop = threading.Event()
 
-    def __call__(self, line: str) -> None:
-        self.transcript.log.write(line + "\n")
-        tool = runiket.is_tool_line(line)
-        if self.track_phases and tool:
-            self._follow(line)
-        self.transcript.reporter.output(line, tool=tool)
+    def __call__(self, line: runner.Line) -> None:
+        self.transcript.write(line.text)
+        if line.stopping:
+            return  # the dying words of a tree iket is stopping: in the log only
+        if self.track_phases and line.tool:
+            self._follow(line.text)
+        self.transcript.reporter.output(line.text, tool=line.tool)
 
     def _follow(self, line: str) -> None:
         announced = runiket.announced_buffer(line)
@@ -110,7 +136,7 @@ class _Follower:
             self.phase = phase
             self.transcript.reporter.phase(phase)
 
-    def over_budget(self, tail: list[str]) -> CaptureError:
+    def over_budget(self, tail: list[runner.Line]) -> CaptureError:
         size, limit = self.device_buffer or 0, self.plan.options.max_buffer or 0
         return CaptureError(
             f"run-iket would allocate a {human_bytes(size)} trace buffer, over --max-buffer "
@@ -118,11 +144,18 @@ class _Follower:
             phase="capture",
             hint="capture fewer clusters (--enabled-cluster X,Y,Z or --enabled-cluster-config), "
             "fewer timestamps per warp (--max-ts-cnt-per-warp), or fewer launches",
-            details=[line for line in tail if not runiket.is_noise(line)][-5:],
+            details=runiket.last_lines(tail),
         )
 
 
-def capture(plan: Plan, staging: Staging, transcript: Transcript, *, deadline: float | None) -> PassResult:
+def capture(
+    plan: Plan,
+    staging: Staging,
+    transcript: Transcript,
+    *,
+    deadline: float | None,
+    cancel: threading.Event | None = None,
+) -> PassResult:
     """The tracker and capture passes, with a warm standby beside them where it helps."""
     argv = runiket.profile_argv(plan, staging.capture_dir)
     fifo = staging.root / FIFO_NAME
@@ -130,29 +163,47 @@ def capture(plan: Plan, staging: Staging, transcript: Transcript, *, deadline: f
         os.mkfifo(fifo)
     procs = staging.root / PROCS_NAME
     follower = _Follower(plan, transcript, track_phases=True)
-    standby = warm.standby_for(plan.target, plan.cwd, staging.root / WARM_LOG_NAME, enabled=plan.options.warm)
+    log = staging.root / WARM_LOG_NAME
+    standby = warm.standby_for(plan.target, plan.cwd, log, staging.token, enabled=plan.options.warm)
     if standby is None:
-        return _run(plan, argv, _env(plan, fifo, procs), follower, fifo, deadline)
-    extra = standby.start(plan.python, _env(plan, fifo, procs), plan.cwd)
+        return _run(plan, argv, _env(plan, staging, procs), follower, fifo, deadline, cancel)
+    extra = standby.start(plan.python, _env(plan, staging, procs), plan.cwd)
     try:
-        result = _run(plan, argv, _env(plan, fifo, procs, extra), follower, fifo, deadline)
+        result = _run(plan, argv, _env(plan, staging, procs, extra), follower, fifo, deadline, cancel)
     finally:
         record = standby.close()
     return replace(result, warm=record)
 
 
-def plain(plan: Plan, staging: Staging, transcript: Transcript, *, deadline: float | None) -> PassResult:
+def plain(
+    plan: Plan,
+    staging: Staging,
+    transcript: Transcript,
+    *,
+    deadline: float | None,
+    cancel: threading.Event | None = None,
+) -> PassResult:
     """``--overhead``'s run: warp lifetimes only, into ``staging.root/overhead``."""
     argv = runiket.overhead_argv(plan, staging.root / OVERHEAD_DIR)
     transcript.note(f"--overhead run: {spawn.quote(argv)}")
     fifo = staging.root / FIFO_NAME
-    env = _env(plan, fifo, staging.root / OVERHEAD_PROCS_NAME)
-    return _run(plan, argv, env, _Follower(plan, transcript, track_phases=False), fifo, deadline)
+    env = _env(plan, staging, staging.root / OVERHEAD_PROCS_NAME)
+    follower = _Follower(plan, transcript, track_phases=False)
+    return _run(plan, argv, env, follower, fifo, deadline, cancel)
 
 
-def _env(plan: Plan, fifo: Path, procs: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of run-iket and the passes (``extra``: the warm standby's socket)."""
-    env = {**plan.tool.child_env(plan.env), STREAM_ENV: str(fifo), **(extra or {})}
+def _env(plan: Plan, staging: Staging, procs: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of run-iket and the passes (``extra``: the warm standby's socket).
+
+    Every process under it carries the capture's marker (see ``tree.MARK_ENV``), so the
+    watchdog and the next capture can find them wherever they were re-parented.
+    """
+    env = {
+        **plan.tool.child_env(plan.env),
+        STREAM_ENV: str(staging.root / FIFO_NAME),
+        tree.MARK_ENV: staging.token,
+        **(extra or {}),
+    }
     return hook_env(env, procs)
 
 
@@ -163,14 +214,16 @@ def _run(
     follower: _Follower,
     fifo: Path,
     deadline: float | None,
+    cancel: threading.Event | None,
 ) -> PassResult:
     """One run-iket command; a timeout, an interrupt or a stop becomes the result's error."""
     start = time.monotonic()
     timeout = None if deadline is None else max(deadline - start, 0.001)
 
-    def ended(code: int | None, tail: list[str], error: IketError | None = None) -> PassResult:
+    def ended(code: int | None, tail: list[runner.Line], error: IketError | None = None) -> PassResult:
         if error is not None:
             follower.transcript.note(error.message)
+            error.details = error.details or runiket.last_lines(tail)
         return PassResult(
             code, time.monotonic() - start, tail, follower.phase, follower.device_buffer, error=error
         )
@@ -185,9 +238,10 @@ def _run(
             limit_s=plan.options.timeout,
             side_stream=fifo,
             stop=follower.stop,
+            cancel=cancel,
         )
     except runner.Stopped as stopped:
         return ended(None, stopped.tail, follower.over_budget(stopped.tail))
     except (CaptureTimeout, CaptureInterrupted) as stop:
-        return ended(None, stop.details, stop)
+        return ended(None, getattr(stop, "tail", []), stop)
     return PassResult(done.returncode, done.duration_s, done.tail, follower.phase, follower.device_buffer)

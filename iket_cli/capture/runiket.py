@@ -13,7 +13,9 @@ import signal
 from pathlib import Path
 
 from ..errors import CaptureError, NoInstrumentedKernelError
+from ..model.vocab import JSON_PER_RAW_BYTE, PERFETTO_PER_RAW_BYTE
 from .plan import Plan
+from .runner import Line
 
 #: run-iket's console lines that mark the start of each pass (iket decodes afterwards).
 PHASE_MARKERS = (
@@ -27,8 +29,9 @@ _BUFFER_LINE = re.compile(r"context buffer size: .*\(([\d,]+) bytes\)")
 # The injection library aborts the capture pass with this when it records more than the
 # tracker pass sized the buffer for (seen on the H200 with one extra launch in that pass).
 _BUFFER_TOO_SMALL = re.compile(r"IKET trace buffer is too small.*?at least (\d+) bytes")
-#: Bytes of JSON trace per byte of raw capture (keep256: 11.8 MB raw, 288 MB JSON).
-JSON_PER_RAW_BYTE = 25
+#: Lines of a run's tail shown under a failure, a timeout or an interrupt (all are in iket.log).
+DETAIL_LINES = 15
+SHOWN_LINES = 5
 
 #: What to do when the two passes launch different things (pass drift; see analysis/drift.py).
 DRIFT_HINT = (
@@ -39,6 +42,16 @@ INSTRUMENT_HINT = (
     "instrument a kernel first: compile it with IketProfiler().compile(...) in TIRx, or use "
     "the iket ops in CuTe DSL; kernels loaded from a compile cache are not instrumented"
 )
+
+
+def estimated_bytes(device_buffer: int, formats: list[str]) -> int:
+    """About how much disk a capture with this buffer takes: raw, JSON and Perfetto traces."""
+    per_raw = 1
+    if {"json", "html"} & set(formats):
+        per_raw += JSON_PER_RAW_BYTE
+    if {"perfetto", "html"} & set(formats):
+        per_raw += PERFETTO_PER_RAW_BYTE
+    return device_buffer * per_raw
 
 
 def profile_argv(plan: Plan, capture_dir: Path) -> list[str]:
@@ -95,22 +108,52 @@ def announced_buffer(line: str) -> int | None:
     return int(found.group(1).replace(",", "")) if found else None
 
 
-def is_noise(line: str) -> bool:
+def last_lines(tail: list[Line], count: int = SHOWN_LINES) -> list[str]:
+    """The last lines worth showing under an error: no run-iket noise, no Python traceback
+    frames of run-iket's (their last line, the exception, stays)."""
+    return [line.text for line in meaningful(list(tail))][-count:]
+
+
+def meaningful(tail: list[Line]) -> list[Line]:
+    """``tail`` without run-iket's stats and advice lines, without the frames of run-iket's
+    own tracebacks (the workload's tracebacks are the user's: they stay) and without what was
+    printed while iket stopped the tree."""
+    kept, in_traceback = [], False
+    for line in tail:
+        if line.stopping:  # printed while iket stopped the tree: its own doing, in the log only
+            continue
+        if line.tool and line.text.startswith("Traceback (most recent call last):"):
+            in_traceback = True
+            continue
+        if in_traceback and line.tool and (line.text.startswith(" ") or not line.text.strip()):
+            continue
+        in_traceback = False
+        if line.tool and is_noise(line.text):
+            continue
+        kept.append(line)
+    return kept
+
+
+def is_noise(text: str) -> bool:
     """run-iket's stats summary and advice lines, which bury the real failure."""
-    body = line.removeprefix("[run-iket]").strip()
-    return line.startswith("[run-iket]  ") or body.startswith(("run-iket stats", "Re-run the same"))
+    body = text.removeprefix("[run-iket]").strip()
+    return text.startswith("[run-iket]  ") or body.startswith(("run-iket stats", "Re-run the same"))
 
 
-def classify(tail: list[str], returncode: int, phase: str, device_buffer: int | None) -> CaptureError:
-    """Turn run-iket's exit and last lines into one clear error."""
-    text = "\n".join(tail)
-    details = [line for line in tail if not is_noise(line)][-15:]
+def classify(tail: list[Line], returncode: int, phase: str, device_buffer: int | None) -> CaptureError:
+    """Turn run-iket's exit and last lines into one clear error.
+
+    Its details are the last lines worth showing (the workload's own output, which may end
+    in the workload's traceback); run-iket's tracebacks are never shown, only their last line
+    where nothing better explains the failure. Everything is in ``iket.log``.
+    """
+    text = "\n".join(line.text for line in tail)
+    details = last_lines(tail, DETAIL_LINES)
     if _NO_KERNEL in text:
         return NoInstrumentedKernelError(
             "the workload launched no IKET-instrumented kernel (the tracker pass saw none)",
             phase="tracker",
             hint=INSTRUMENT_HINT,
-            details=details,
         )
     tracker = _TRACKER_FAILED.search(text)
     if tracker:

@@ -18,8 +18,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
-from ..errors import CaptureInterrupted, CaptureTimeout
+from ..errors import CaptureInterrupted, CaptureTimeout, Terminated
 from . import spawn
 from .tree import GRACE_S, kill_tree, signal_tree
 
@@ -27,10 +28,17 @@ from .tree import GRACE_S, kill_tree, signal_tree
 TAIL_LINES = 40
 
 
-class Terminated(BaseException):
-    """Raised in the main thread by the SIGTERM handler, like KeyboardInterrupt for SIGINT."""
+class Line(NamedTuple):
+    """One line of a run's output, and where it came from."""
 
-    signum = signal.SIGTERM
+    text: str
+    #: True for run-iket's own stdout/stderr (its messages, its Python tracebacks); False for
+    #: the workload's output, which the shim sends through the FIFO.
+    tool: bool
+    #: Printed while iket was stopping the tree (a timeout, an interrupt): the dying words of
+    #: processes iket signalled itself, such as a Python workload's KeyboardInterrupt
+    #: traceback. They belong in the log, not on the user's terminal.
+    stopping: bool = False
 
 
 @contextlib.contextmanager
@@ -56,7 +64,7 @@ class RunResult:
 
     returncode: int
     duration_s: float
-    tail: list[str] = field(default_factory=list)
+    tail: list[Line] = field(default_factory=list)
 
 
 def run_streaming(
@@ -64,28 +72,32 @@ def run_streaming(
     *,
     env: dict[str, str],
     cwd: Path,
-    on_line: Callable[[str], None],
+    on_line: Callable[[Line], None],
     timeout: float | None = None,
     limit_s: float | None = None,
     side_stream: Path | None = None,
     stop: threading.Event | None = None,
+    cancel: threading.Event | None = None,
 ) -> RunResult:
     """Run ``argv`` with stdout+stderr merged, calling ``on_line`` for each decoded line.
 
     ``side_stream``, if given, is a FIFO that children may write to as well (the shim
     sends the workload's output there, because run-iket holds it back until a pass ends);
-    its lines reach ``on_line`` as they come. Output that is not UTF-8 is decoded with
-    replacement characters, never fatally. ``limit_s`` is the limit a timeout message
-    names (the user's ``--timeout``, of which ``timeout`` may be what is left).
-    Raises :class:`CaptureTimeout` or :class:`CaptureInterrupted` after the whole tree is
-    gone, and :class:`Stopped` once ``stop`` was set (by ``on_line``, say) and the tree is
-    gone.
+    its lines reach ``on_line`` as they come, marked as the workload's. Output that is not
+    UTF-8 is decoded with replacement characters, never fatally. ``limit_s`` is the limit
+    a timeout message names (the user's ``--timeout``, of which ``timeout`` may be what is
+    left). Raises :class:`CaptureTimeout` or :class:`CaptureInterrupted` after the whole
+    tree is gone, and :class:`Stopped` once ``stop`` was set (by ``on_line``, say) and the
+    tree is gone. ``cancel`` set from another thread (``iket run``'s Ctrl-C, which only
+    the main thread receives) stops the tree as a SIGINT would.
     """
     start = time.monotonic()
     lock = threading.Lock()
-    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    tail: deque[Line] = deque(maxlen=TAIL_LINES)
+    stopping = threading.Event()
 
-    def emit(line: str) -> None:
+    def emit(text: str, tool: bool) -> None:
+        line = Line(text, tool, stopping.is_set())
         with lock:
             tail.append(line)
             on_line(line)
@@ -93,45 +105,50 @@ def run_streaming(
                 signal_tree(proc.pid, signal.SIGKILL)  # now, from this thread: not a poll later
 
     proc: subprocess.Popen | None = None
-    side = _SideStream(side_stream, emit) if side_stream else None
+    side = _SideStream(side_stream, lambda text: emit(text, False)) if side_stream else None
     try:
         proc = spawn.start(argv, env=env, cwd=cwd, stdout=spawn.PIPE, stderr=spawn.STDOUT, new_session=True)
     except BaseException:
         if side:
             side.close()
         raise
-    reader = threading.Thread(target=_pump, args=(proc, emit), daemon=True)
+    reader = threading.Thread(target=_pump, args=(proc, lambda text: emit(text, True)), daemon=True)
     reader.start()
     try:
         with sigterm_as_exception():
-            returncode = _wait(proc, timeout, stop)
+            returncode = _wait(proc, timeout, stop, cancel)
     except Stopped:
+        stopping.set()
         kill_tree(proc)
         reader.join(GRACE_S)
         if side:
             side.close()
         raise Stopped(list(tail)) from None
     except subprocess.TimeoutExpired:
+        stopping.set()
         kill_tree(proc)
         reader.join(GRACE_S)
         if side:
             side.close()
-        raise CaptureTimeout(
+        timed_out = CaptureTimeout(
             f"timed out after {limit_s or timeout:g} s; the whole process tree was killed",
             hint="raise --timeout, or make the workload smaller",
-            details=list(tail),
-        ) from None
-    except (KeyboardInterrupt, Terminated) as signalled:  # not `stop`: the reader thread reads that
+        )
+        timed_out.tail = list(tail)
+        raise timed_out from None
+    except (KeyboardInterrupt, Terminated, Cancelled) as signalled:  # not `stop`: the reader reads that
         signum = signal.SIGTERM if isinstance(signalled, Terminated) else signal.SIGINT
+        stopping.set()
         kill_tree(proc, first=signum)
         reader.join(GRACE_S)
         if side:
             side.close()
-        raise CaptureInterrupted(
+        interrupted = CaptureInterrupted(
             f"interrupted by {signal.Signals(signum).name}; the whole process tree was stopped",
             exit_code=128 + signum,
-            details=list(tail),
-        ) from None
+        )
+        interrupted.tail = list(tail)
+        raise interrupted from None
     reader.join()
     if side:
         side.close()
@@ -141,15 +158,38 @@ def run_streaming(
 class Stopped(Exception):
     """The caller asked the run to stop (``stop`` was set); ``tail`` holds the last lines."""
 
-    def __init__(self, tail: list[str] | None = None) -> None:
+    def __init__(self, tail: list[Line] | None = None) -> None:
         super().__init__("stopped on request")
         self.tail = tail or []
 
 
-def _wait(proc: subprocess.Popen, timeout: float | None, stop: threading.Event | None = None) -> int:
-    """Wait in short slices so that signals and stop requests are handled promptly."""
+class Cancelled(Exception):
+    """``cancel`` was set: stop as for Ctrl-C."""
+
+
+def wait_all(futures: list, cancel: threading.Event | None = None) -> None:
+    """Wait for every future in short slices, so that a signal (in the main thread) or
+    ``cancel`` is seen at once; raises :class:`Cancelled` once ``cancel`` is set."""
+    from concurrent.futures import wait
+
+    pending = set(futures)
+    while pending:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        _, pending = wait(pending, timeout=0.2)
+
+
+def _wait(
+    proc: subprocess.Popen,
+    timeout: float | None,
+    stop: threading.Event | None = None,
+    cancel: threading.Event | None = None,
+) -> int:
+    """Wait in short slices so that signals, stop and cancel requests are handled promptly."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
         if stop is not None and stop.is_set():
             raise Stopped()
         remaining = None if deadline is None else deadline - time.monotonic()

@@ -4,6 +4,11 @@ A workload may start processes of its own, and those may start their own session
 the tree is every process in the child's process group plus every descendant found in
 ``/proc``. The CLI makes itself a child subreaper, so that orphans stay descendants and
 cannot escape a kill.
+
+When the CLI itself is gone (``kill -9``, the OOM killer), its tree is no longer its tree:
+orphans re-parent to init. So every process of a capture also carries a marker in its
+environment (``IKET_CLI_RUN=<token>``, inherited by everything the passes start), and
+:func:`kill_marked` finds them by it, from the watchdog or from the next capture.
 """
 
 from __future__ import annotations
@@ -20,6 +25,24 @@ GRACE_S = 3.0
 
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper = False
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Make this process get SIGKILL when ``parent`` (the thread that started it) dies.
+
+    For iket's own workers (a decode worker): set at their start, so a killed CLI leaves
+    none running. If the parent is already gone, exit now.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def become_subreaper() -> bool:
@@ -75,6 +98,54 @@ def signal_tree(root: int, signum: int) -> None:
     for pid in targets:
         with contextlib.suppress(OSError):
             os.kill(pid, signum)
+
+
+#: The environment variable that marks every process of one capture (value: the token).
+MARK_ENV = "IKET_CLI_RUN"
+
+
+def marked(token: str) -> list[int]:
+    """The live processes whose environment carries ``IKET_CLI_RUN=<token>`` (not this one)."""
+    needle = f"{MARK_ENV}={token}".encode()
+    found = []
+    for pid in _pids():
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:  # gone, or another user's
+            continue
+        if needle in environ.split(b"\0"):
+            fields = _stat_fields(pid)
+            if fields and fields[0] != "Z":
+                found.append(pid)
+    return found
+
+
+def kill_marked(token: str, within: float = 5.0) -> list[int]:
+    """SIGKILL every process marked with ``token`` until none is left; the pids killed."""
+    killed: list[int] = []
+    deadline = time.monotonic() + within
+    while (found := marked(token)) and time.monotonic() < deadline:
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        killed += [pid for pid in found if pid not in killed]
+        time.sleep(0.05)
+        reap_orphans()
+    return killed
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, ``/proc/PID/stat`` field 22); None if gone.
+
+    A pid and its start time name one process for good: a pid can be reused, the pair not.
+    """
+    fields = _stat_fields(pid)
+    if not fields or len(fields) < 20 or fields[0] == "Z":
+        return None
+    return int(fields[19])
 
 
 def kill_tree(proc: subprocess.Popen, first: int = signal.SIGTERM) -> None:

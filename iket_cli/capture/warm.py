@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TargetError
@@ -89,21 +89,29 @@ def source_of(target: Target, cwd: Path) -> Path | None:
         return None
 
 
+def socket_dir(token: str) -> Path:
+    """The standby's socket folder for the capture with ``token``: short (AF_UNIX paths are
+    limited to 107 bytes), so in the temporary folder, not beside DIR; named by the token so
+    that the watchdog and the next capture can remove it."""
+    return Path(tempfile.gettempdir()) / f"iket-warm-{token}"
+
+
 @dataclass
 class Standby:
     """One standby process and its socket; :meth:`close` ends it whatever it is doing."""
 
     modules: list[str]
     log_path: Path
-    socket_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="iket-warm-")))
+    socket_dir: Path
     process: subprocess.Popen | None = None
 
     @property
     def socket_path(self) -> Path:
-        return self.socket_dir / "s"  # short: AF_UNIX paths are limited to 107 bytes
+        return self.socket_dir / "s"
 
     def start(self, python: str, env: dict[str, str], cwd: Path) -> dict[str, str]:
         """Start the standby; returns what the passes' environment needs to find it."""
+        self.socket_dir.mkdir(mode=0o700, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = spawn.start(
                 [python, SHIM, "serve", self.socket_path, *self.modules],
@@ -133,9 +141,11 @@ class Standby:
             return False
 
 
-def standby_for(target: Target, cwd: Path, log_path: Path, enabled: bool = True) -> Standby | None:
+def standby_for(
+    target: Target, cwd: Path, log_path: Path, token: str, enabled: bool = True
+) -> Standby | None:
     """A standby for this target, or None when it would not help (no heavy imports found)."""
     if not enabled or target.kind != "function":
         return None
     modules = modules_for(target, cwd)
-    return Standby(modules, log_path) if modules else None
+    return Standby(modules, log_path, socket_dir(token)) if modules else None

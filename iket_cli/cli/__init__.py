@@ -13,7 +13,7 @@ from typing import NoReturn
 import click
 
 from .._version import __version__
-from ..errors import ExitCode, IketError
+from ..errors import ExitCode, IketError, Terminated
 
 
 def _version_text() -> str:
@@ -57,7 +57,7 @@ def cli() -> None:
     iket doctor                       can this machine capture? what is missing?
 
     Exit codes: 0 ok, 1 the workload or capture failed, 2 usage or refused output
-    directory, 124 timeout, 130 interrupted.
+    directory, 124 timeout, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
     """
 
 
@@ -89,6 +89,13 @@ def report(error: IketError) -> None:
     err.flush()
 
 
+def _from_click(error: click.ClickException) -> IketError:
+    """click's own usage errors (an unknown option, a bad value) in iket's one-line form."""
+    context = getattr(error, "ctx", None)
+    where = context.command_path if context is not None else "iket"
+    return IketError(error.format_message(), hint=f"see '{where} --help'", exit_code=error.exit_code)
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point."""
     try:
@@ -99,12 +106,24 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except IketError as error:
         report(error)
         code = error.exit_code
+    except OSError as error:  # the environment's refusal (a full disk, a read-only folder), never a bug
+        from ..capture.filesystem import from_os_error
+
+        converted = from_os_error(error)
+        report(converted)
+        code = converted.exit_code
     except click.exceptions.Exit as stop:
         code = stop.exit_code
-    except click.ClickException as error:
+    except click.exceptions.NoArgsIsHelpError as error:  # a bare `iket`: its help
         error.show()
+        code = error.exit_code
+    except click.ClickException as error:  # bad usage found by click: iket's one-line form too
+        report(_from_click(error))
         code = error.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
         sys.stderr.write("iket: interrupted\n")
         code = ExitCode.INTERRUPTED
+    except Terminated:
+        sys.stderr.write("iket: terminated\n")
+        code = ExitCode.TERMINATED
     sys.exit(int(code))

@@ -197,6 +197,8 @@ def command(ctx: click.Context, **kw: object) -> int:
     if kw.get("max_buffer") is not None:
         kw["max_buffer"] = parse_size(str(kw["max_buffer"]))
     quiet, verbose = bool(kw.pop("quiet")), bool(kw.pop("verbose"))
+    if quiet and verbose:
+        raise UsageError("--quiet and --verbose cannot go together", hint="choose one of them")
     output_dir = kw.pop("output_dir")
     reporter = ConsoleReporter(
         quiet=quiet, verbose=verbose, workload_out=sys.stderr if as_json else sys.stdout

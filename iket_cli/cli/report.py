@@ -28,6 +28,9 @@ def command(capture: Path, output: Path | None, title: str | None) -> int:
     if output is None:
         folder = capture if capture.is_dir() else capture.parent
         output = folder / "report.html"
+    from ..model.units import human_bytes
+
     written = report.write(capture, output, title=title)
-    sys.stderr.write(f"iket: wrote {written} ({written.stat().st_size / 1e6:.1f} MB); open it in a browser\n")
+    size = human_bytes(written.stat().st_size)
+    sys.stderr.write(f"iket: wrote {written} ({size}); open it in a browser\n")
     return 0

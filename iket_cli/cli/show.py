@@ -81,10 +81,20 @@ def command(
             timeline_mod.render(chosen, sys.stdout, launch=0, width=width)  # the first that matches
         return 0
     from ..analysis.summary import summarize_capture
+    from ..errors import CaptureError
+    from ..model.folder import manifest_of
 
     processes = summarize_capture(capture, by=by, top=top, **filters)
     tables.RENDERERS[fmt](processes, sys.stdout)
     for process in processes:  # warnings go to stderr: stdout stays the report
         for line in tables.lint_lines(process["findings"]):
             sys.stderr.write(f"{process['process']}: {line}\n")
+    record = manifest_of(capture)
+    if record is not None and record["status"] not in ("ok", "suspect"):
+        said = (record.get("error") or {}).get("message", "")
+        raise CaptureError(
+            f"this capture's status is {record['status']}{f' ({said})' if said else ''}: the tables "
+            "show only what was decoded",
+            hint="decode it again (iket postprocess DIR) or capture again",
+        )
     return 0

@@ -53,9 +53,18 @@ def decode(task: Task) -> Outcome:
     start = time.monotonic()
     try:
         written = _export(task)
+    except OSError as error:  # a full disk, a folder that cannot be written
+        for path in _temporaries(task):
+            path.unlink(missing_ok=True)
+        message = f"{error.strerror or error} writing {error.filename or task.out_dir}"
+        return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
     except Exception as error:  # the C++ decoder raises RuntimeError/ValueError variants
         return Outcome(task, time.monotonic() - start, error=f"{task.raw}: {error}")
     return Outcome(task, time.monotonic() - start, written=written)
+
+
+def _temporaries(task: Task) -> list[Path]:
+    return [temporary(task.out_dir / name) for name in task.outputs()]
 
 
 def temporary(path: Path) -> Path:

@@ -19,10 +19,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..capture import spawn
-from ..capture.runner import Terminated, sigterm_as_exception
-from ..errors import CaptureInterrupted
+from ..capture.runner import Cancelled, sigterm_as_exception, wait_all
+from ..errors import CaptureInterrupted, Terminated
 from . import export
-from .tasks import Outcome, Task, missing_input
+from .tasks import DISK_FULL, Outcome, Task, missing_input
 
 #: Below this many raw bytes a capture is decoded in-process: spawning costs more than it saves.
 INLINE_BYTES = 4 << 20
@@ -60,13 +60,26 @@ def _mem_available() -> int | None:
     return None
 
 
-def run(tasks: list[Task], *, jobs: int | None = None, progress: Progress | None = None) -> list[Outcome]:
-    """Run every task; never raises for a task's failure (see ``Outcome.error``)."""
+def run(
+    tasks: list[Task],
+    *,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> list[Outcome]:
+    """Run every task; never raises for a task's failure (see ``Outcome.error``).
+
+    Ctrl-C, SIGTERM or ``cancel`` (set from another thread) kill the workers, remove their
+    half-written files and raise :class:`~iket_cli.errors.CaptureInterrupted`; the tasks
+    stopped that way are reported to ``progress`` as cancelled, not as failed.
+    """
     progress = progress or Progress()
-    workers = default_jobs(tasks, jobs)
+    workers = _Workers()
     lock = threading.Lock()
 
     def one(task: Task) -> Outcome:
+        if workers.cancelled:
+            return Outcome(task, 0.0, cancelled=True)
         with lock:
             progress.started(task)
         missing = missing_input(task)  # the decoder aborts its process on a truncated file
@@ -75,20 +88,21 @@ def run(tasks: list[Task], *, jobs: int | None = None, progress: Progress | None
         elif task.raw_bytes <= INLINE_BYTES and export.available():
             outcome = export.decode(task)
         else:
-            outcome = _decode_in_child(task)
+            outcome = workers.decode(task)
         with lock:
             progress.finished(outcome)
         return outcome
 
-    pool = ThreadPoolExecutor(max_workers=workers)
+    pool = ThreadPoolExecutor(max_workers=default_jobs(tasks, jobs))
     try:
         with sigterm_as_exception():
-            return list(pool.map(one, tasks))
-    except (KeyboardInterrupt, Terminated) as signalled:
+            futures = [pool.submit(one, task) for task in tasks]
+            wait_all(futures, cancel)
+            return [future.result() for future in futures]
+    except (KeyboardInterrupt, Terminated, Cancelled) as signalled:
         signum = signal.SIGTERM if isinstance(signalled, Terminated) else signal.SIGINT
-        pool.shutdown(wait=False, cancel_futures=True)
-        _cancel()
-        pool.shutdown(wait=True)
+        workers.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
         _remove_partials(tasks)
         raise CaptureInterrupted(
             f"interrupted by {signal.Signals(signum).name} while decoding",
@@ -99,52 +113,65 @@ def run(tasks: list[Task], *, jobs: int | None = None, progress: Progress | None
         pool.shutdown(wait=True)
 
 
-_WORKERS: set[subprocess.Popen] = set()
+class _Workers:
+    """The worker processes of one :func:`run`, so that an interrupt stops exactly them."""
 
+    def __init__(self) -> None:
+        self.cancelled = False
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
 
-def _cancel() -> None:
-    """Kill every running decode worker (on an interrupt)."""
-    for proc in list(_WORKERS):
-        proc.kill()
+    def cancel(self) -> None:
+        """Kill every running worker; what they were doing is reported as cancelled."""
+        with self._lock:
+            self.cancelled = True
+            for proc in self._running:
+                proc.kill()
+
+    def decode(self, task: Task) -> Outcome:
+        """One task in a worker process of its own (in its own session: a Ctrl-C at the
+        terminal reaches the CLI, which stops the workers; the worker dies with the CLI)."""
+        start = time.monotonic()
+        spec = json.dumps({**task.to_dict(), "parent": os.getpid()})
+        with self._lock:
+            if self.cancelled:
+                return Outcome(task, 0.0, cancelled=True)
+            proc = spawn.start(
+                [sys.executable, "-m", "iket_cli.decode.worker", spec],
+                stdout=spawn.DEVNULL,
+                stderr=spawn.PIPE,
+                text=True,
+                new_session=True,
+            )
+            self._running.add(proc)
+        try:
+            with proc:
+                _, stderr = proc.communicate()
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+        seconds = time.monotonic() - start
+        if self.cancelled:
+            return Outcome(task, seconds, cancelled=True)
+        if proc.returncode == 0:
+            return Outcome(task, seconds, written=task.outputs())
+        last = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        if proc.returncode < 0:
+            last = f"the decoder crashed (signal {-proc.returncode})"
+        code = proc.returncode if proc.returncode in DISK_FULL else None
+        return Outcome(task, seconds, error=f"{task.raw}: {last}", errno=code)
 
 
 def _remove_partials(tasks: list[Task]) -> None:
     """Temporary files of killed workers: half-written artifacts and launch parts."""
     for task in tasks:
-        leftovers = [export.temporary(task.out_dir / name) for name in task.outputs()]
-        leftovers += task.raw.parent.glob(f".part*.{task.raw.name}")
-        leftovers += task.raw.parent.glob(f".part*.{task.raw.stem}.out")
-        for path in leftovers:
+        for path in partials(task):
             path.unlink(missing_ok=True)
 
 
-def _decode_in_child(task: Task) -> Outcome:
-    start = time.monotonic()
-    spec = json.dumps(
-        {
-            "pid_hex": task.pid_hex,
-            "raw": str(task.raw),
-            "out_dir": str(task.out_dir),
-            "export": task.export,
-            "formats": list(task.formats),
-        }
-    )
-    proc = spawn.start(
-        [sys.executable, "-m", "iket_cli.decode.worker", spec],
-        stdout=spawn.DEVNULL,
-        stderr=spawn.PIPE,
-        text=True,
-    )
-    with proc:
-        _WORKERS.add(proc)
-        try:
-            _, stderr = proc.communicate()
-        finally:
-            _WORKERS.discard(proc)
-    seconds = time.monotonic() - start
-    if proc.returncode != 0:
-        last = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        if proc.returncode < 0:
-            last = f"the decoder crashed (signal {-proc.returncode})"
-        return Outcome(task, seconds, error=f"{task.raw}: {last}")
-    return Outcome(task, seconds, written=task.outputs())
+def partials(task: Task) -> list:
+    """The temporary files a task writes before it renames its artifacts into place."""
+    leftovers = [export.temporary(task.out_dir / name) for name in task.outputs()]
+    leftovers += task.raw.parent.glob(f".part*.{task.raw.name}")
+    leftovers += task.raw.parent.glob(f".part*.{task.raw.stem}.out")
+    return leftovers

@@ -7,6 +7,7 @@ C++ decoder aborts its whole process on a truncated ``iket.data.bin``.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ from pathlib import Path
 from ..errors import UsageError
 from ..model.vocab import (
     FORMATS,
+    JSON_PER_RAW_BYTE,
+    PERFETTO_PER_RAW_BYTE,
     RAW_DATA,
     RAW_DIR,
     RAW_MANIFEST,
@@ -22,6 +25,8 @@ from ..model.vocab import (
     artifact_name,
 )
 
+#: The errors of a full disk or quota (a worker exits with this status to say so).
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 #: Peak memory of a task as a multiple of its raw ``iket.data.bin`` (keep256: 11.8 MB raw
 #: gives 288 MB of JSON, held once by the decoder and once as a Python string).
 MEMORY_FACTOR = {"json": 60, "perfetto": 20}
@@ -45,9 +50,31 @@ class Task:
             return 0
 
     @property
+    def output_bytes(self) -> int:
+        """About how much disk this task writes."""
+        per_raw = JSON_PER_RAW_BYTE if self.export == "json" else PERFETTO_PER_RAW_BYTE
+        return self.raw_bytes * per_raw
+
+    @property
     def memory(self) -> int:
         """The bytes this task may take at its peak (an estimate, see MEMORY_FACTOR)."""
         return self.raw_bytes * MEMORY_FACTOR[self.export]
+
+    def to_dict(self) -> dict:
+        """The task as JSON data, for a worker process (see :func:`from_dict`)."""
+        return {
+            "pid_hex": self.pid_hex,
+            "raw": str(self.raw),
+            "out_dir": str(self.out_dir),
+            "export": self.export,
+            "formats": list(self.formats),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Task:
+        return cls(
+            data["pid_hex"], Path(data["raw"]), Path(data["out_dir"]), data["export"], tuple(data["formats"])
+        )
 
     def outputs(self) -> list[str]:
         """The artifact names this task writes."""
@@ -65,6 +92,10 @@ class Outcome:
     seconds: float
     error: str | None = None
     written: list[str] = field(default_factory=list)
+    #: The task was stopped by an interrupt, not by a problem of its own.
+    cancelled: bool = False
+    #: ``errno`` of the write that failed (ENOSPC, EDQUOT: a full disk), where one did.
+    errno: int | None = None
 
 
 def find_raw(capture_dir: Path) -> list[tuple[str, Path]]:

@@ -1,28 +1,28 @@
 """A decode worker process: ``python -m iket_cli.decode.worker SPEC`` decodes one task.
 
-SPEC is the task as JSON. Errors go to stderr as one line; the exit status says whether
-the task succeeded. A decoder that aborts (a corrupt capture) takes only this process.
+SPEC is the task as JSON, with the pid of the CLI that started it. Errors go to stderr as
+one line; the exit status says whether the task succeeded (ENOSPC or EDQUOT: the disk is
+full). A decoder that aborts (a corrupt capture) takes only this process, and the worker
+dies with the CLI (a parent-death signal), so a killed CLI leaves no decode running.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
+from ..capture.tree import die_with_parent
 from .export import decode
-from .tasks import Task
+from .tasks import DISK_FULL, Task
 
 
 def main(spec: str) -> int:
     data = json.loads(spec)
-    task = Task(
-        data["pid_hex"], Path(data["raw"]), Path(data["out_dir"]), data["export"], tuple(data["formats"])
-    )
-    outcome = decode(task)
+    die_with_parent(data["parent"])
+    outcome = decode(Task.from_dict(data))
     if outcome.error:
         sys.stderr.write(outcome.error + "\n")
-        return 1
+        return outcome.errno if outcome.errno in DISK_FULL else 1
     return 0
 
 

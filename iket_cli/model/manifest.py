@@ -96,7 +96,7 @@ _TOP = {
     "versions": (dict,),
     "postprocess": (list,),
     "keep": (bool,),
-    "log": (str,),
+    "log": (str, type(None)),
     "processes": (list,),
 }
 _PROCESS = {

@@ -32,10 +32,14 @@ def build(
     argv: list[str] | None = None,
     run_iket_argv: list[str] | None = None,
     phases: dict[str, float | None] | None = None,
-    log: str = LOG_NAME,
+    log: str | None = LOG_NAME,
     **extra: Any,
 ) -> dict[str, Any]:
-    """A manifest record (schema version 1); ``extra`` keys follow the common ones."""
+    """A manifest record (schema version 1); ``extra`` keys follow the common ones.
+
+    ``log`` is the console log inside the capture, None where there is none (a folder that
+    raw run-iket made: no iket command ran the passes).
+    """
     return {
         "schema_version": SCHEMA_VERSION,
         "status": status,

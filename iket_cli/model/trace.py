@@ -82,10 +82,67 @@ def load(path: Path) -> Trace:
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         if data[:18] == b'{"graphLaunches":{' and data.rfind(_TABLES) > 0:
             try:
-                return _scan(path, data)
-            except ValueError:
+                return _checked(_scan(path, data))
+            except (ValueError, KeyError, TypeError, AttributeError):
                 pass  # another layout or a damaged tail: the general path reads it or names the problem
-    return _from_json(path)
+    return _checked(_from_json(path))
+
+
+def _checked(trace: Trace) -> Trace:
+    """Refuse, in one line, what the readers accept but every user of the model would trip on:
+    tables of the wrong shape, and ranges or warps that end before they start."""
+    where = f"trace {trace.path}"
+    hint = "give a *.trace.json that run-iket or iket wrote, or decode it again: iket postprocess DIR"
+    if not isinstance(trace.strings, list) or not all(isinstance(text, str) for text in trace.strings):
+        raise ManifestError(f"{where}: its stringTable is not a list of strings", hint=hint)
+    if not isinstance(trace.locations, list):
+        raise ManifestError(f"{where}: its locationTable is not a list", hint=hint)
+    for number, location in enumerate(trace.locations):
+        if not _is_location(location):
+            raise ManifestError(f"{where}: locationTable[{number}] is not a warp location", hint=hint)
+    for number, launch in enumerate(trace.launches):
+        if not isinstance(launch.kernel, str) or not _dims(launch.grid) or not _dims(launch.block):
+            raise ManifestError(f"{where}: launch {number} has no kernel name, grid or block", hint=hint)
+        for kind in ("ranges", "warps"):
+            backwards = _ends_before_start(getattr(launch, kind))
+            if backwards is not None:
+                raise ManifestError(
+                    f"{where}: in launch {number} ({launch.kernel}) one of the {kind} ends before it "
+                    f"starts (record {backwards})",
+                    hint=hint,
+                )
+    return trace
+
+
+def _is_location(value: object) -> bool:
+    if not isinstance(value, dict):
+        return False
+    cta = value.get("ctaId")
+    ints = (value.get("smId"), value.get("warpId"))
+    return (
+        isinstance(cta, list)
+        and len(cta) == 3
+        and all(isinstance(v, int) for v in cta)
+        and all(isinstance(v, int) for v in ints)
+    )
+
+
+def _dims(value: object) -> bool:
+    return isinstance(value, tuple) and len(value) == 3 and all(isinstance(v, int) and v >= 0 for v in value)
+
+
+def _ends_before_start(columns: Columns) -> int | None:
+    """The first record whose end is before its start, or None (numpy, in one pass)."""
+    if not len(columns):
+        return None
+    import numpy as np
+
+    start = np.frombuffer(columns.start, dtype=np.int64) if columns.start.itemsize == 8 else None
+    end = np.frombuffer(columns.end, dtype=np.int64) if columns.end.itemsize == 8 else None
+    if start is None or end is None or len(start) != len(end):
+        return 0
+    bad = np.flatnonzero(end < start)
+    return int(bad[0]) if len(bad) else None
 
 
 def _scan(path: Path, data) -> Trace:
@@ -138,10 +195,22 @@ def _fill(launch: Launch, data, start: int, end: int) -> None:
             setattr(getattr(launch, kind), name, values)
 
 
+_JSON_NAMES = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
 def _from_json(path: Path) -> Trace:
     """The slow, general path: any JSON layout of the same schema."""
     try:
         doc = json.loads(path.read_bytes())
+        if not isinstance(doc, dict):
+            raise TypeError(f"the document is a JSON {_JSON_NAMES.get(type(doc), 'value')}, not an object")
         _check_version(path, doc.get("meta"))
         launches = []
         for raw in doc["launches"]:
@@ -165,8 +234,11 @@ def _from_json(path: Path) -> Trace:
                 launch.warps.loc.append(w["locIdx"])
                 launch.warps.start.append(w["startTs"])
             launches.append(launch)
-        return Trace(path, launches, doc["stringTable"], doc["locationTable"])
-    except (ValueError, KeyError, TypeError, OverflowError) as error:
+        strings, locations = doc["stringTable"], doc["locationTable"]
+        if not isinstance(strings, list) or not isinstance(locations, list):
+            raise TypeError("stringTable and locationTable must be lists")
+        return Trace(path, launches, strings, locations)
+    except (ValueError, KeyError, TypeError, OverflowError, AttributeError, IndexError) as error:
         raise ManifestError(
             f"trace {path} is not an IKET trace ({error.__class__.__name__}: {error})",
             hint="give a *.trace.json that run-iket or iket wrote",

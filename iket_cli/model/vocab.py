@@ -93,6 +93,12 @@ def artifacts_for(formats: list[str]) -> list[str]:
     return [kind for fmt in formats for kind in FORMAT_ARTIFACTS[fmt]]
 
 
+# -- how big the artifacts are -------------------------------------------------------------
+#: Bytes of JSON trace per byte of raw capture (keep256: 11.8 MB raw, 288 MB JSON).
+JSON_PER_RAW_BYTE = 25
+#: Bytes of Perfetto trace per byte of raw capture (keep256: 11.8 MB raw, 71 MB .pftrace).
+PERFETTO_PER_RAW_BYTE = 6
+
 # -- the GPU timer ---------------------------------------------------------------------
 #: The H200's global timer advances in steps of 32 ns: shorter durations read 0 or 32.
 TIMER_STEP_NS = 32

@@ -9,6 +9,7 @@ form ``iket profile`` accepts, as one string) or a ``command`` (an argv list), p
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +134,7 @@ def load(explicit: Path | None = None, start: Path | None = None) -> Config:
         name = raw.get("name")
         if not name:
             raise ConfigError(f"{path}: {where}.name is missing", hint="every job needs a name")
+        _check_job_name(path, f"{where}.name", name)
         if name in seen:
             raise ConfigError(f"{path}: {where}.name: {name!r} is used twice", hint="job names must differ")
         seen.add(name)
@@ -160,6 +162,30 @@ def load(explicit: Path | None = None, start: Path | None = None) -> Config:
     defaults = {k: v for k, v in table.items() if k in OPTIONS}
     output = Path(table.get("output", "iket-runs"))
     return Config(path, output if output.is_absolute() else path.parent / output, defaults, jobs)
+
+
+#: A job's name becomes a folder of the output root: one plain path component.
+_JOB_NAME = re.compile(r"[^\x00/\\]+")
+JOB_NAME_MAX = 200
+
+
+def _check_job_name(path: Path, where: str, name: str) -> None:
+    """A job's name is its folder under the output root: never a path that leaves it.
+
+    A configuration can come from a pull request; ``../x`` or ``/etc/x`` as a name would
+    write wherever the CI user may write.
+    """
+    if (
+        not _JOB_NAME.fullmatch(name)
+        or name.startswith(".")
+        or name.strip() != name
+        or len(name.encode()) > JOB_NAME_MAX
+    ):
+        raise ConfigError(
+            f"{path}: {where}: {name!r} is not a plain folder name",
+            hint="a job's name is one path component (no '/', no '..', not starting with '.', "
+            f"at most {JOB_NAME_MAX} bytes): it names the job's folder under the output root",
+        )
 
 
 def _check(path: Path, table: dict, allowed: dict[str, tuple[type, ...]], prefix: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,8 @@ from typing import Any
 
 from ..analysis import diff as diff_mod
 from ..capture import sysinfo, targets
-from ..errors import CaptureInterrupted, CaptureTimeout, IketError
+from ..capture.runner import sigterm_as_exception, wait_all
+from ..errors import CaptureInterrupted, CaptureTimeout, IketError, Terminated
 from ..model.units import parse_size
 from ..model.vocab import JOB_FAILING, LOG_NAME, MANIFEST_NAME, RUN_MANIFEST_NAME
 from . import profile as profile_mod
@@ -65,7 +67,12 @@ def run(
     fail_over: str | None = None,
     reporter_for=None,
 ) -> list[JobResult]:
-    """Run ``jobs``; never raises for a job's failure (see ``JobResult.status``)."""
+    """Run ``jobs``; never raises for a job's failure (see ``JobResult.status``).
+
+    Ctrl-C or SIGTERM (which only this, the main thread, receives) cancel every running
+    job's capture, whose trees are stopped and evidence kept; the run manifest is still
+    written, and :class:`~iket_cli.errors.CaptureInterrupted` raised.
+    """
     root = Path(overrides.get("output") or config.output)
     overrides = {k: v for k, v in overrides.items() if k != "output"}
     slots = gpu_slots()
@@ -73,15 +80,15 @@ def run(
     free: queue.Queue[str | None] = queue.Queue()
     for slot in (slots or [None]) * (1 if slots else count):
         free.put(slot)
-    stop = threading.Event()
+    stop, cancel = threading.Event(), threading.Event()
     baseline_root = _baseline_root(baseline)
 
     def one(job: Job) -> JobResult | None:
-        if stop.is_set():
+        if stop.is_set() or cancel.is_set():
             return None
         gpu = free.get()
         try:
-            result = _run_job(config, job, root, overrides, gpu, reporter_for)
+            result = _run_job(config, job, root, overrides, gpu, reporter_for, cancel)
             if result.status == "ok" and baseline_root is not None:
                 _gate(result, baseline_root / job.name, root / job.name, fail_over)
         finally:
@@ -91,15 +98,39 @@ def run(
         return result
 
     started = datetime.now(timezone.utc)
-    with ThreadPoolExecutor(max_workers=max(1, count)) as pool:
-        results = [r for r in pool.map(one, jobs) if r is not None]
     gate = None if baseline_root is None else {"baseline": str(baseline_root), "fail_over": fail_over}
+    pool = ThreadPoolExecutor(max_workers=max(1, count))
+    futures = [pool.submit(one, job) for job in jobs]
+    try:
+        with sigterm_as_exception():
+            wait_all(futures)
+    except (KeyboardInterrupt, Terminated) as signalled:
+        cancel.set()
+        pool.shutdown(wait=True)
+        results = [r for f in futures if not f.cancelled() and (r := f.result()) is not None]
+        write_manifest(root, results, started, gate)
+        signum = signal.SIGTERM if isinstance(signalled, Terminated) else signal.SIGINT
+        raise CaptureInterrupted(
+            f"interrupted by {signal.Signals(signum).name}: {len(jobs) - len(results)} job(s) not run, "
+            f"the running ones stopped; see {root / RUN_MANIFEST_NAME}",
+            phase="run",
+            exit_code=128 + signum,
+        ) from None
+    finally:
+        pool.shutdown(wait=True)
+    results = [r for f in futures if (r := f.result()) is not None]
     write_manifest(root, results, started, gate)
     return results
 
 
 def _run_job(
-    config: Config, job: Job, root: Path, overrides: dict, gpu: str | None, reporter_for
+    config: Config,
+    job: Job,
+    root: Path,
+    overrides: dict,
+    gpu: str | None,
+    reporter_for,
+    cancel: threading.Event | None = None,
 ) -> JobResult:
     options = {**config.defaults, **job.options, **{k: v for k, v in overrides.items() if v is not None}}
     env = {**config.defaults.get("env", {}), **job.options.get("env", {})}
@@ -121,6 +152,7 @@ def _run_job(
             cwd=job.cwd or config.path.parent,
             reporter=reporter_for(job.name) if reporter_for else None,
             command=["iket", "run", job.name],
+            cancel=cancel,
             **options,
         ).manifest
     except IketError as error:
@@ -163,6 +195,15 @@ def _gate(result: JobResult, base: Path, new: Path, fail_over: str | None) -> No
         return
     changes = diff_mod.compare(base, new, fail_over=fail_over)
     result.regressions = [asdict(c) for c in changes if c.regression]
+    missing = diff_mod.unmatched(changes)
+    if missing and not result.regressions:
+        result.status = "regressed"
+        result.exit_code = 1
+        result.error = (
+            f"{len(missing)} range(s) of the baseline have no match, so the gate cannot judge them: "
+            f"{', '.join(f'{c.kernel} / {c.range}' for c in missing[:3])}"
+        )
+        return
     if result.regressions:
         worst = result.regressions[0]
         result.status = "regressed"

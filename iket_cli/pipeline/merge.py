@@ -16,6 +16,7 @@ from typing import Any
 
 from .._version import __version__
 from ..capture import outdir
+from ..capture.staging import Staging
 from ..errors import UsageError
 from ..model import labels, pftrace
 from ..model import manifest as manifest_mod
@@ -44,7 +45,7 @@ def merge(
     _refuse_conflicts(inputs, records)
     target = outdir.check(out, cwd=Path.cwd(), clobber=clobber)
     names = _folder_names(inputs)
-    with outdir.Lock(target), outdir.Staging(target) as staging:
+    with outdir.Lock(target), Staging.create(target) as staging:
         folder = staging.finalize()
         processes = []
         for path, source, name in zip(inputs, records, names, strict=True):

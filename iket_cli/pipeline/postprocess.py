@@ -13,11 +13,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..capture import outdir
+from ..capture.filesystem import disk_full
 from ..capture.sysinfo import versions
 from ..capture.toolchain import own_distribution
 from ..decode import pool
 from ..decode import tasks as tasks_mod
-from ..decode.tasks import Outcome
+from ..decode.tasks import DISK_FULL, Outcome
 from ..errors import DecodeError, UsageError
 from ..model import artifacts
 from ..model import manifest as manifest_mod
@@ -42,10 +44,22 @@ def postprocess_capture(
             f"{capture_dir} holds no raw capture (no iket/pid_*/iket.data.json)",
             hint="capture with iket profile --keep (or run-iket --keep) to decode later",
         )
+    with outdir.Lock(capture_dir):  # one decode of a folder at a time, and none during a capture
+        return _decode(capture_dir, formats, tasks, jobs, progress)
+
+
+def _decode(
+    capture_dir: Path, formats: list[str], tasks: list, jobs: int | None, progress: pool.Progress | None
+) -> tuple[dict[str, Any], list[Outcome]]:
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
+    for task in tasks:  # what a decode that was killed (kill -9) left half-written
+        for leftover in pool.partials(task):
+            leftover.unlink(missing_ok=True)
     had_json = frozenset(p.name for p in capture_dir.glob(trace_glob()))
     outcomes = pool.run(tasks, jobs=jobs, progress=progress)
+    if any(o.errno in DISK_FULL for o in outcomes):
+        raise disk_full(capture_dir, sum(t.output_bytes for t in tasks))
     if (capture_dir / MANIFEST_NAME).is_file():
         record = manifest_mod.read(capture_dir)
     else:
@@ -88,4 +102,5 @@ def _new_manifest(capture_dir: Path, started: datetime) -> dict[str, Any]:
         postprocess=[],
         keep=True,
         processes=[],
+        log=None,
     )

@@ -18,35 +18,29 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..analysis import drift
 from ..analysis import overhead as overhead_mod
-from ..capture import outdir, passes, runiket, spawn, sysinfo
+from ..capture import filesystem, outdir, passes, runiket, spawn, warm
 from ..capture.events import Reporter
-from ..capture.passes import PassResult, Transcript
+from ..capture.passes import Transcript
 from ..capture.plan import Options, Plan, coerce_target, resolve
+from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
+from ..capture.watchdog import Watchdog
 from ..decode import export, pool
 from ..decode import tasks as decode_tasks
-from ..decode.tasks import Outcome
-from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, DecodeError, IketError
-from ..model import artifacts, labels
+from ..decode.tasks import DISK_FULL, Outcome
+from ..errors import CaptureError, CaptureInterrupted, CaptureKilled, CaptureTimeout, DecodeError, IketError
+from ..model import artifacts
 from ..model import manifest as manifest_mod
-from ..model import record as record_mod
 from ..model.folder import Capture
-from ..model.vocab import (
-    INTERMEDIATES,
-    LOG_NAME,
-    OVERHEAD_DIR,
-    PROCS_NAME,
-    STATS_NAME,
-    artifacts_for,
-    formats_for,
-)
+from ..model.vocab import INTERMEDIATES, LOG_NAME, OVERHEAD_DIR, artifacts_for, formats_for
+from . import attempt
+from .attempt import Facts
 from .finish import finish
 
 
@@ -60,6 +54,7 @@ def profile(
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike | None = None,
     reporter: Reporter | None = None,
+    cancel: threading.Event | None = None,
     **options: Any,
 ) -> Capture:
     """Capture an IKET timeline of a script, a function, a module or any command.
@@ -67,8 +62,9 @@ def profile(
     ``target_or_argv`` is ``"script.py"``, ``"script.py:func"``, ``"pkg.module:func"``, a
     :class:`~iket_cli.capture.targets.Target`, or a command as a list (``["torchrun", ...]``).
     Further keyword options are the fields of :class:`~iket_cli.capture.plan.Options`
-    (``keep``, ``python``, ``run_iket``, ``max_ts_cnt_per_warp``, ``warp_trace``, ...).
-    Raises a subclass of :class:`~iket_cli.errors.IketError` on any failure.
+    (``keep``, ``python``, ``run_iket``, ``max_ts_cnt_per_warp``, ``warp_trace``, ...);
+    ``cancel``, set from another thread, stops the capture as Ctrl-C would. Raises a
+    subclass of :class:`~iket_cli.errors.IketError` on any failure.
     """
     opts = Options(
         postprocess=postprocess,
@@ -79,62 +75,106 @@ def profile(
         **options,
     )
     plan = resolve(coerce_target(target_or_argv), output_dir, opts)
-    return run(plan, reporter or Reporter())
+    return run(plan, reporter or Reporter(), cancel)
 
 
-def run(plan: Plan, reporter: Reporter) -> Capture:
-    """Capture ``plan`` into its output directory, holding the directory's lock throughout."""
-    with outdir.Lock(plan.output_dir), outdir.Staging(plan.output_dir) as staging:
-        return _attempt(plan, staging, reporter)
+def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -> Capture:
+    """Capture ``plan`` into its output directory, holding the directory's lock throughout.
+
+    ``cancel``, set from another thread, stops the capture as a Ctrl-C would (``iket run``).
+    """
+    with outdir.Lock(plan.output_dir):
+        _remove_stale(plan.output_dir, reporter)
+        with Staging.create(plan.output_dir) as staging:
+            return _attempt(plan, staging, reporter, cancel)
 
 
-@dataclass(frozen=True)
-class _Facts:
-    """What an attempt has learned so far: each step's result. The manifest is built from it."""
-
-    started: datetime
-    t0: float
-    run_iket_argv: list[str]
-    gpus: sysinfo.GpuQuery
-    passes: PassResult | None = None
-    postprocess_s: float | None = None
-    overhead: dict[str, Any] | None = None
-    drift: list[str] = field(default_factory=list)
+def _remove_stale(output_dir: Path, reporter: Reporter) -> None:
+    """What an earlier capture into DIR left when it died with its watchdog (both killed)."""
+    for stale in remove_stale(output_dir):
+        shutil.rmtree(warm.socket_dir(stale.token), ignore_errors=True)
+        stopped = f"; stopped its {len(stale.killed)} process(es) still running" if stale.killed else ""
+        reporter.warn(
+            f"removed {stale.root.name} ({stale.bytes / 1e6:.1f} MB), left by a capture into "
+            f"{output_dir.name} that was killed (pid {stale.owner_pid or '?'}){stopped}",
+            "nothing to do: each capture cleans up what a killed one left",
+        )
 
 
-def _attempt(plan: Plan, staging: outdir.Staging, reporter: Reporter) -> Capture:
-    facts = _Facts(
-        datetime.now(timezone.utc),
-        time.monotonic(),
-        runiket.profile_argv(plan, staging.capture_dir),
-        sysinfo.GpuQuery(),
+def _attempt(plan: Plan, staging: Staging, reporter: Reporter, cancel: threading.Event | None) -> Capture:
+    """The capture, guarded by a watchdog that cleans up should this process be killed."""
+    facts = Facts.begin(runiket.profile_argv(plan, staging.capture_dir))
+    killed = CaptureKilled(
+        "iket was killed (kill -9, the OOM killer or a preemption) during the capture; "
+        "its watchdog stopped the capture's processes",
+        hint="look for the OOM killer in dmesg, or the scheduler's log",
     )
+    evidence = attempt.manifest(plan, staging, facts, "interrupted", [], error=killed, gpus=[])
+    with Watchdog(staging, remove=[warm.socket_dir(staging.token)], evidence=evidence):
+        return _capture(plan, staging, reporter, facts, cancel)
+
+
+def _capture(
+    plan: Plan, staging: Staging, reporter: Reporter, facts: Facts, cancel: threading.Event | None
+) -> Capture:
+    """The steps up to publishing; any failure keeps its evidence in DIR.failed/."""
     formats = formats_for(plan.options.postprocess)
     if formats:  # load the decoder while the passes run, not after them
         threading.Thread(target=export.preload, daemon=True).start()
     deadline = None if plan.options.timeout is None else facts.t0 + plan.options.timeout
+    transcript: Transcript | None = None
     try:
         with _transcript(staging, plan, facts.run_iket_argv, reporter) as transcript:
-            ran = passes.capture(plan, staging, transcript, deadline=deadline)
+            ran = passes.capture(plan, staging, transcript, deadline=deadline, cancel=cancel)
             facts = replace(facts, passes=ran)
             failure = ran.failure()
             if failure is not None:
                 raise failure
-            facts = replace(facts, postprocess_s=_decode(staging, transcript, formats))
+            facts = replace(facts, postprocess_s=_decode(staging, transcript, formats, cancel))
             if plan.options.overhead:
-                facts = replace(facts, overhead=_overhead(plan, staging, transcript, deadline))
+                facts = replace(facts, overhead=_overhead(plan, staging, transcript, deadline, cancel))
             facts = replace(facts, drift=_drift(staging, transcript))
-    except IketError as error:
-        raise _keep_evidence(plan, staging, facts, error) from None
-    return _publish(plan, staging, facts, formats, reporter)
+        if transcript.full is not None:
+            raise transcript.full
+        published = _publish(plan, staging, facts, formats, reporter)
+    except (IketError, OSError) as error:
+        unwritten = transcript.unwritten if transcript is not None else ()
+        failure = _explained(error, plan, facts, formats, transcript)
+        raise attempt.keep_evidence(plan, staging, facts, failure, unwritten) from None
+    if facts.drift:
+        reporter.warn(f"the passes differ, the capture is suspect: {facts.drift[0]}", runiket.DRIFT_HINT)
+        if plan.options.strict:
+            raise CaptureError(
+                f"the tracker and capture passes differ ({len(facts.drift)} difference(s)): {facts.drift[0]}",
+                phase="capture",
+                hint=f"{runiket.DRIFT_HINT}; the capture is in {published.output_dir}, marked suspect",
+                details=facts.drift[1:],
+            )
+    return published
+
+
+def _explained(
+    error: BaseException, plan: Plan, facts: Facts, formats: list[str], transcript: Transcript | None
+) -> IketError:
+    """The error to report: a full disk is named as such, whoever met it first."""
+    full = transcript is not None and transcript.full is not None
+    said = "\n".join(line.text for line in facts.passes.tail) if facts.passes else ""
+    if full or filesystem.is_full(error) or any(text in said for text in _DISK_FULL_TEXT):
+        return filesystem.disk_full(plan.output_dir.parent, facts.needed_bytes(formats))
+    if isinstance(error, OSError):
+        return filesystem.from_os_error(error, plan.output_dir.parent)
+    return error
+
+
+#: How a full disk reads in run-iket's (or the decoder's) output.
+_DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
 
 
 @contextlib.contextmanager
-def _transcript(
-    staging: outdir.Staging, plan: Plan, argv: list[str], reporter: Reporter
-) -> Iterator[Transcript]:
+def _transcript(staging: Staging, plan: Plan, argv: list[str], reporter: Reporter) -> Iterator[Transcript]:
     """The attempt's ``iket.log``, opened and closed here, and nowhere else."""
-    with open(staging.log_path, "w", encoding="utf-8", errors="replace") as log:
+    # Line-buffered: a full disk refuses a whole line, which the transcript then keeps.
+    with open(staging.log_path, "w", encoding="utf-8", errors="replace", buffering=1) as log:
         transcript = Transcript(log, reporter)
         transcript.note(" ".join(plan.options.command or ["iket_cli.profile(...)"]))
         transcript.note(f"run-iket command: {spawn.quote(argv)}")
@@ -150,17 +190,22 @@ class _LoggedProgress(pool.Progress):
     def finished(self, outcome: Outcome) -> None:
         task = outcome.task
         verdict = f"failed: {outcome.error}" if outcome.error else f"in {outcome.seconds:.2f} s"
+        verdict = "cancelled" if outcome.cancelled else verdict
         self.transcript.line(f"[iket] decoded pid {task.pid_hex} {task.export} {verdict}")
 
 
-def _decode(staging: outdir.Staging, transcript: Transcript, formats: list[str]) -> float | None:
+def _decode(
+    staging: Staging, transcript: Transcript, formats: list[str], cancel: threading.Event | None
+) -> float | None:
     """Decode every process's raw capture into ``formats``, in parallel; the seconds it took."""
     tasks = decode_tasks.plan(staging.capture_dir, formats)
     if not tasks:
         return None  # nothing was captured: _missing_artifacts says so
     transcript.reporter.phase("postprocess")
     start = time.monotonic()
-    outcomes = pool.run(tasks, progress=_LoggedProgress(transcript))
+    outcomes = pool.run(tasks, progress=_LoggedProgress(transcript), cancel=cancel)
+    if any(o.errno in DISK_FULL for o in outcomes):
+        raise OSError(DISK_FULL[0], os.strerror(DISK_FULL[0]))  # named as a full disk by _explained
     errors = list(dict.fromkeys(o.error for o in outcomes if o.error))
     if errors:
         raise DecodeError(f"decoding failed: {errors[0]}", phase="postprocess", details=errors[1:])
@@ -168,7 +213,11 @@ def _decode(staging: outdir.Staging, transcript: Transcript, formats: list[str])
 
 
 def _overhead(
-    plan: Plan, staging: outdir.Staging, transcript: Transcript, deadline: float | None
+    plan: Plan,
+    staging: Staging,
+    transcript: Transcript,
+    deadline: float | None,
+    cancel: threading.Event | None,
 ) -> dict[str, Any]:
     """Time the kernels once more without instrumentation; a failure here only warns.
 
@@ -177,13 +226,13 @@ def _overhead(
     timeout or an interrupt (which stop everything) fail it.
     """
     transcript.reporter.phase("overhead")
-    ran = passes.plain(plan, staging, transcript, deadline=deadline)
+    ran = passes.plain(plan, staging, transcript, deadline=deadline, cancel=cancel)
     if isinstance(ran.error, (CaptureTimeout, CaptureInterrupted)):
         raise ran.error
     plain = staging.root / OVERHEAD_DIR
     record: dict[str, Any] = {"run_iket_s": round(ran.duration_s, 3), "kernels": [], "error": None}
     if ran.returncode != 0:
-        tail = [line for line in ran.tail if not runiket.is_noise(line)][-1:]
+        tail = runiket.last_lines(ran.tail, 1)
         record["error"] = f"the --warp-trace run failed with status {ran.returncode}: {' '.join(tail)}"
     else:
         try:
@@ -199,33 +248,31 @@ def _overhead(
     return record
 
 
-def _drift(staging: outdir.Staging, transcript: Transcript) -> list[str]:
+def _drift(staging: Staging, transcript: Transcript) -> list[str]:
     """What differs between the passes (needs the intermediates: before they go)."""
     drifted = drift.check(staging.capture_dir)
     for problem in drifted:
-        transcript.log.write(f"[iket] pass drift: {problem}\n")
+        transcript.write(f"[iket] pass drift: {problem}")
     return drifted
 
 
-def _publish(
-    plan: Plan, staging: outdir.Staging, facts: _Facts, formats: list[str], reporter: Reporter
-) -> Capture:
+def _publish(plan: Plan, staging: Staging, facts: Facts, formats: list[str], reporter: Reporter) -> Capture:
     """Lint and report, check every artifact is there, write the manifest, publish."""
     reporter.phase("publish")
     capture = staging.finalize()
     processes = artifacts.scan_processes(capture)
     start = time.monotonic()
     try:
-        finished = finish(capture, _manifest(plan, staging, facts, "ok", processes), formats)
+        draft = attempt.manifest(plan, staging, facts, "ok", processes)
+        finished = finish(capture, draft, formats)
     except IketError as error:
-        failure = CaptureError(f"the HTML report failed: {error.message}", phase="postprocess")
-        raise _keep_evidence(plan, staging, facts, failure) from None
+        raise CaptureError(f"the HTML report failed: {error.message}", phase="postprocess") from None
     if "html" in formats:  # the reports count as postprocessing
         facts = replace(facts, postprocess_s=round((facts.postprocess_s or 0) + time.monotonic() - start, 3))
     processes = finished.processes
     missing = _missing_artifacts(processes, formats)
     if missing:
-        raise _keep_evidence(plan, staging, facts, CaptureError(missing, phase="postprocess"))
+        raise CaptureError(missing, phase="postprocess")
     if not plan.options.keep:
         for name in INTERMEDIATES:
             shutil.rmtree(capture / name, ignore_errors=True)
@@ -233,22 +280,11 @@ def _publish(
             process["raw"] = None
     status = "suspect" if facts.drift else "ok"
     lint = finished.lint or []
-    record = _manifest(plan, staging, facts, status, processes, drift=facts.drift, lint=lint)
+    record = attempt.manifest(plan, staging, facts, status, processes, drift=facts.drift, lint=lint)
+    manifest_mod.write(capture, record)
     for finding in lint:
         reporter.warn(f"pid {finding['process']}: [{finding['code']}] {finding['message']}", finding["hint"])
-    manifest_mod.write(capture, record)
-    published = staging.publish()
-    result = Capture(published, record)
-    if facts.drift:
-        reporter.warn(f"the passes differ, the capture is suspect: {facts.drift[0]}", runiket.DRIFT_HINT)
-        if plan.options.strict:
-            raise CaptureError(
-                f"the tracker and capture passes differ ({len(facts.drift)} difference(s)): {facts.drift[0]}",
-                phase="capture",
-                hint=f"{runiket.DRIFT_HINT}; the capture is in {published}, marked suspect",
-                details=facts.drift[1:],
-            )
-    return result
+    return Capture(staging.publish(), record)
 
 
 def _missing_artifacts(processes: list[dict[str, Any]], formats: list[str]) -> str | None:
@@ -262,69 +298,3 @@ def _missing_artifacts(processes: list[dict[str, Any]], formats: list[str]) -> s
             if kind not in process["artifacts"]:
                 return f"run-iket wrote no {kind} for process {process['pid_hex']}"
     return None
-
-
-def _keep_evidence(plan: Plan, staging: outdir.Staging, facts: _Facts, error: IketError) -> IketError:
-    """Keep the attempt's evidence in DIR.failed/ and return ``error`` pointing at it."""
-    capture = staging.finalize()
-    try:
-        processes = artifacts.scan_processes(capture)
-    except OSError:
-        processes = []
-    manifest_mod.write(capture, _manifest(plan, staging, facts, _status_of(error), processes, error=error))
-    where = staging.fail()
-    error.failed_dir = where
-    note = f"evidence kept in {where}"
-    error.hint = f"{error.hint}; {note}" if error.hint else note
-    return error
-
-
-def _status_of(error: IketError) -> str:
-    if isinstance(error, CaptureTimeout):
-        return "timeout"
-    return "interrupted" if isinstance(error, CaptureInterrupted) else "failed"
-
-
-def _manifest(
-    plan: Plan,
-    staging: outdir.Staging,
-    facts: _Facts,
-    status: str,
-    processes: list[dict[str, Any]],
-    error: IketError | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """The manifest of this attempt as it stands (labels attached to ``processes``)."""
-    labels.attach(processes, staging.root / PROCS_NAME)
-    ran = facts.passes
-    buffer = ran.device_buffer if ran else None
-    return record_mod.build(
-        status=status,
-        error=error,
-        target={**plan.target.to_dict(), "display": plan.target.describe()},
-        command=plan.options.command,
-        argv=plan.workload_argv,
-        run_iket_argv=facts.run_iket_argv,
-        cwd=str(plan.cwd),
-        started_at=facts.started,
-        finished_at=datetime.now(timezone.utc),
-        duration_s=round(time.monotonic() - facts.t0, 3),
-        phases={
-            **artifacts.phases_from_stats(staging.capture_dir / STATS_NAME),
-            "postprocess": facts.postprocess_s,
-            "run_iket": round(ran.duration_s, 3) if ran and ran.error is None else None,
-            "overhead": None if facts.overhead is None else facts.overhead["run_iket_s"],
-        },
-        versions=sysinfo.versions(plan.tool.version, facts.gpus.result()),
-        postprocess=formats_for(plan.options.postprocess),
-        keep=plan.options.keep,
-        trace_budget={
-            "device_buffer_bytes": buffer,
-            "max_buffer_bytes": plan.options.max_buffer,
-            "estimated_json_bytes_max": None if buffer is None else buffer * runiket.JSON_PER_RAW_BYTE,
-        },
-        overhead=facts.overhead,
-        warm=ran.warm if ran else None,
-        processes=processes,
-        **extra,
-    )

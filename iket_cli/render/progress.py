@@ -249,6 +249,8 @@ class DecodeProgress(Progress):
     def finished(self, outcome: Outcome) -> None:
         label = self._label(outcome.task)
         verdict = f"failed: {outcome.error}" if outcome.error else f"done in {outcome.seconds:.1f} s"
+        if outcome.cancelled:  # stopped by an interrupt: the interrupt itself is reported
+            verdict = "cancelled"
         if self.fancy:
             self._progress.update(
                 self._rows[outcome.task],

@@ -36,6 +36,7 @@ from ..model import trace as trace_mod
 from ..model.folder import find_traces, manifest_of, process_label
 from ..model.vocab import ARTIFACTS, stem
 
+INT32_MAX = 2**31 - 1
 TEMPLATE = "report_template.html"  # package data beside this module
 EVENT_BUDGET = 300_000  # ranges + marks embedded in the timeline of one report
 EMBED_PERFETTO_MAX = 4 << 20  # gzip'd Perfetto traces up to this size ride along for the button
@@ -222,35 +223,38 @@ def _launch(loaded: trace_mod.Trace, number: int, launch: trace_mod.Launch, budg
         kept.append(loc)
         events += per_row[loc]
     row_of = {loc: row for row, loc in enumerate(kept)}
-    origin = min(launch.warps.start or launch.ranges.start or [0])
+    r, m, w = launch.ranges, launch.markers, launch.warps
+    starts = [min(c) for c in (w.start, r.start, m.start) if len(c)]
+    origin = min(starts, default=0)
+    span = max((max(c) for c in (w.end, r.end, m.start) if len(c)), default=origin) - origin
+    # The page reads int32s: a launch longer than 2.1 s is stored in units of `unit` ns.
+    unit = max(1, -(-span // INT32_MAX))
     names: dict[int, int] = {}
 
     def name(index: int) -> int:
         return names.setdefault(index, len(names))
 
     ranges, marks, warps = array("i"), array("i"), array("i")
-    r = launch.ranges
     for i in range(len(r)):
         row = row_of.get(r.loc[i])
         if row is not None:
-            ranges.extend((row, name(r.name[i]), r.start[i] - origin, r.end[i] - r.start[i]))
-    m = launch.markers
+            start, end = (r.start[i] - origin) // unit, (r.end[i] - origin) // unit
+            ranges.extend((row, name(r.name[i]), start, end - start))
     for i in range(len(m)):
         row = row_of.get(m.loc[i])
         if row is not None:
-            marks.extend((row, name(m.name[i]), m.start[i] - origin))
-    w = launch.warps
+            marks.extend((row, name(m.name[i]), (m.start[i] - origin) // unit))
     for i in range(len(w)):
         row = row_of.get(w.loc[i])
         if row is not None:
-            warps.extend((row, w.start[i] - origin, w.end[i] - origin))
-    ends = launch.warps.end or launch.ranges.end or [origin]
+            warps.extend((row, (w.start[i] - origin) // unit, (w.end[i] - origin) // unit))
     return {
         "index": number,
         "kernel": launch.kernel,
         "grid": list(launch.grid),
         "block": list(launch.block),
-        "span": max(ends) - origin,
+        "span": span,
+        "unit": unit,
         "rows": [list(where(loc)) for loc in kept],
         "names": [loaded.name(index) for index in names],
         "ranges": _b64(ranges),

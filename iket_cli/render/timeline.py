@@ -90,18 +90,22 @@ def _line(spans: dict, t0: int, step: float, width: int, trace: Trace, colours: 
         for col in _columns(start, end, t0, step, width):
             cells[col] = (label[:1] or "█", f"reverse {colour}")
     for ts in spans["marks"]:
-        col = min(width - 1, int((ts - t0) / step))
-        cells[col] = ("│", "bold white")
+        cells[_column(ts, t0, step, width)] = ("│", "bold white")
     text = Text()
     for char, style in cells:
         text.append(char, style=style)
     return text
 
 
+def _column(ts: int, t0: int, step: float, width: int) -> int:
+    """The cell of a timestamp; one outside the drawn span (a record before its warp started,
+    in a damaged trace) is drawn at the edge."""
+    return max(0, min(width - 1, int((ts - t0) / step)))
+
+
 def _columns(start: int, end: int, t0: int, step: float, width: int) -> range:
-    first = min(width - 1, int((start - t0) / step))
-    last = min(width - 1, max(first, int((end - t0) / step)))
-    return range(first, last + 1)
+    first = _column(start, t0, step, width)
+    return range(first, max(first, _column(end, t0, step, width)) + 1)
 
 
 def _order(trace: Trace, loc: int):

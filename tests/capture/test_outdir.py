@@ -74,56 +74,8 @@ def test_lock_is_exclusive_and_released(tmp_path):
     target = tmp_path / "cap"
     with outdir.Lock(target) as lock:
         assert lock.path.read_text().strip() == str(os.getpid())
-        with pytest.raises(OutputDirError, match=r"another iket capture .* is running \(pid \d+\)"):
+        with pytest.raises(OutputDirError, match=r"another iket command is using .* \(pid \d+\)"):
             outdir.Lock(target).acquire()
     assert not lock.path.exists()
     with outdir.Lock(target):
         pass
-
-
-def test_publish_new_and_replace_atomically(tmp_path):
-    dest = tmp_path / "cap"
-    staging = outdir.Staging(dest)
-    staging.log_path.write_text("log one")
-    (staging.finalize() / "manifest.json").write_text('{"schema_version": 1}')
-    assert staging.publish() == dest
-    assert (dest / "iket.log").read_text() == "log one"
-    assert not staging.root.exists()
-
-    second = outdir.Staging(dest)
-    (second.finalize() / "manifest.json").write_text('{"schema_version": 1, "n": 2}')
-    second.publish()
-    assert '"n": 2' in (dest / "manifest.json").read_text()
-    assert not (dest / "iket.log").exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["cap"]
-
-
-def test_fail_replaces_previous_failure_only(tmp_path):
-    dest = tmp_path / "cap"
-    for n in (1, 2):
-        staging = outdir.Staging(dest)
-        staging.log_path.write_text(f"failure {n}")
-        (staging.finalize() / "manifest.json").write_text('{"schema_version": 1}')
-        assert staging.fail() == tmp_path / "cap.failed"
-    assert (tmp_path / "cap.failed" / "iket.log").read_text() == "failure 2"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap.failed"]
-
-
-def test_fail_never_deletes_a_foreign_failed_folder(tmp_path):
-    dest = tmp_path / "cap"
-    (tmp_path / "cap.failed").mkdir()
-    (tmp_path / "cap.failed" / "mine.txt").write_text("user data")
-    staging = outdir.Staging(dest)
-    where = staging.fail()
-    assert where == staging.root and where.exists()
-    assert (tmp_path / "cap.failed" / "mine.txt").read_text() == "user data"
-
-
-def test_exchange_swaps(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    (a / "x").write_text("a")
-    (b / "x").write_text("b")
-    outdir._exchange(a, b)
-    assert (a / "x").read_text() == "b" and (b / "x").read_text() == "a"

@@ -23,7 +23,8 @@ def test_streams_lines_and_replaces_bad_bytes(tmp_path):
     code = "import os; os.write(1, b'one\\n'); os.write(2, b'two \\xff\\n'); raise SystemExit(4)"
     result = runner.run_streaming([sys.executable, "-c", code], env={}, cwd=tmp_path, on_line=lines.append)
     assert result.returncode == 4
-    assert sorted(lines) == ["one", "two \ufffd"]
+    assert sorted(line.text for line in lines) == ["one", "two \ufffd"]
+    assert all(line.tool for line in lines), "run-iket's own output, not the workload's FIFO"
     assert result.tail == lines
 
 
@@ -36,7 +37,7 @@ def test_timeout_kills_every_descendant(tmp_path):
         )
     assert info.value.exit_code == ExitCode.TIMEOUT
     assert time.monotonic() - start < 15
-    pids = [int(p) for p in lines[0].split()]
+    pids = [int(p) for p in lines[0].text.split()]
     assert all_gone(pids), "the child in its own session is gone too"
 
 

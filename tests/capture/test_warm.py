@@ -175,7 +175,9 @@ def test_modules_for_finds_a_dotted_module_without_importing_it(tmp_path):
     assert warm.modules_for(Target("function", "pkg.kernels:run"), tmp_path) == ["torch"]
     assert warm.modules_for(Target("script", "pkg/kernels.py"), tmp_path) == []
     assert (
-        warm.standby_for(Target("function", "pkg.kernels:run"), tmp_path, tmp_path / "w.log", enabled=False)
+        warm.standby_for(
+            Target("function", "pkg.kernels:run"), tmp_path, tmp_path / "w.log", "0", enabled=False
+        )
         is None
     )
 

@@ -79,9 +79,7 @@ def test_corrupt_and_missing_files_are_named_others_still_decoded(tmp_path, monk
         FIXTURES / "spawn" / "iket_pid_0x2b5.trace.json"
     ).read_bytes()
     (folder / "iket" / "pid_0x2b5" / "iket.data.json").write_text("{not json")
-    (outcome, *_) = [
-        o for o in pool.run(tasks.plan(folder, ["json"])) if o.task.pid_hex == "0x2b5"
-    ]
+    (outcome, *_) = [o for o in pool.run(tasks.plan(folder, ["json"])) if o.task.pid_hex == "0x2b5"]
     assert "is not a raw capture manifest" in outcome.error
 
 

@@ -1,0 +1,69 @@
+"""What the file system refuses, as one-line errors: a full disk (with the space there is and
+the space needed), a folder that cannot be written, a name that is too long.
+
+An ``OSError`` from the environment is never a bug of iket's, so it never reaches the user
+as a traceback: the pipeline turns the ones it meets into these errors (and keeps the
+evidence it can), and ``iket_cli.cli.main`` turns any other one the same way.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from ..errors import DiskFullError, IketError, UsageError
+from ..model.units import human_bytes
+
+#: The errors of a full disk or a full quota.
+FULL = (errno.ENOSPC, errno.EDQUOT)
+#: The errors of a path that may not be written here.
+REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def is_full(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in FULL
+
+
+def free_bytes(folder: Path) -> int | None:
+    """Bytes free for this user on the file system of ``folder`` (or its nearest existing parent)."""
+    for candidate in (folder, *folder.parents):
+        try:
+            stat = os.statvfs(candidate)
+        except OSError:
+            continue
+        return stat.f_bavail * stat.f_frsize
+    return None
+
+
+def disk_full(folder: Path, needed: int | None = None, *, writing: str | None = None) -> DiskFullError:
+    """The error of a full disk under ``folder``: what is free, and what was needed if known."""
+    free = free_bytes(folder)
+    what = f" writing {writing}" if writing else ""
+    room = f" ({human_bytes(free)} free)" if free is not None else ""
+    need = f"; it needs about {human_bytes(needed)}" if needed else ""
+    return DiskFullError(
+        f"no space left on the disk holding {folder}{what}{room}{need}",
+        phase="postprocess",
+        hint="free some space, or capture onto a bigger disk (-o DIR)",
+    )
+
+
+def from_os_error(error: OSError, folder: Path | None = None, needed: int | None = None) -> IketError:
+    """One clear error for an ``OSError`` met while writing under ``folder``."""
+    where = Path(error.filename) if error.filename else folder
+    if error.errno in FULL:
+        return disk_full(folder or (where.parent if where else Path.cwd()), needed, writing=_name(where))
+    reason = error.strerror or str(error)
+    if error.errno in REFUSED:
+        return UsageError(
+            f"cannot write {where or 'the output'}: {reason}",
+            hint="choose a folder you may write to (-o DIR), or fix its permissions",
+        )
+    if error.errno == errno.ENAMETOOLONG:
+        return UsageError(f"a path is too long for the file system: {where}", hint="use a shorter -o DIR")
+    return IketError(f"{reason}: {where}" if where else reason)
+
+
+def _name(path: Path | None) -> str | None:
+    return path.name if path is not None else None

@@ -1,0 +1,220 @@
+"""Where one capture attempt is made: a private folder beside DIR, published atomically.
+
+* The capture is made in ``.DIR.iket-staging-<token>`` beside DIR and published with one
+  atomic rename (an atomic exchange where DIR already holds a capture and ``--clobber``
+  was given), so a failed, refused or interrupted run never changes DIR.
+* A failed attempt leaves its evidence in ``DIR.failed/``, replaced by the next failure.
+* Each staging folder records its owner (pid and start time) and its token, the marker
+  every process of the capture carries (see :mod:`.tree`). A staging folder whose owner
+  died without cleaning up (``kill -9`` of the CLI and of its watchdog together, a
+  preempted job) is found by the next capture into DIR, which stops the processes still
+  marked with its token and removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import OutputDirError
+from ..model.manifest import is_capture
+from ..model.vocab import FAILED_SUFFIX, LOG_NAME
+from . import tree
+from .outdir import hidden
+
+STAGING_SUFFIX = ".iket-staging-"
+TOKEN_BYTES = 4  # 8 hex digits
+OWNER_NAME = "owner.json"
+CAPTURE_NAME = "capture"
+
+
+class Staging:
+    """A private directory beside DIR where one capture attempt is made.
+
+    ``capture_dir`` is handed to run-iket as its output directory (run-iket insists on
+    creating it); ``log_path`` collects the console log until it moves into the result.
+    Used as a context manager: whatever was neither published nor kept as evidence is
+    removed on the way out, however the block ends.
+    """
+
+    def __init__(self, output_dir: Path, root: Path, token: str) -> None:
+        self.output_dir = output_dir
+        self.root = root
+        self.token = token
+        self.capture_dir = root / CAPTURE_NAME
+        self.log_path = root / LOG_NAME
+
+    @classmethod
+    def create(cls, output_dir: Path) -> Staging:
+        """A new staging folder beside ``output_dir``, owned by this process."""
+        output_dir.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            token = secrets.token_hex(TOKEN_BYTES)
+            root = hidden(output_dir, STAGING_SUFFIX + token)
+            try:
+                root.mkdir(mode=0o700)
+                break
+            except FileExistsError:
+                continue
+        owner = {"pid": os.getpid(), "started": tree.start_time(os.getpid()), "token": token}
+        (root / OWNER_NAME).write_text(json.dumps(owner))
+        return cls(output_dir, root, token)
+
+    def __enter__(self) -> Staging:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()  # a no-op once publish() or fail() moved the capture away
+
+    def finalize(self) -> Path:
+        """Make sure the capture folder exists and holds the logs (``iket.log``, and
+        ``warm.log`` where a warm standby ran); return the folder."""
+        self.capture_dir.mkdir(exist_ok=True)
+        for log in self.root.glob("*.log"):
+            os.replace(log, self.capture_dir / log.name)
+        return self.capture_dir
+
+    def publish(self) -> Path:
+        """Move the capture into DIR atomically, replacing a previous capture there."""
+        capture = self.finalize()
+        dest = self.output_dir
+        if dest.exists() and not dest.is_symlink() and dest.is_dir():
+            if not (is_capture(dest) or not any(dest.iterdir())):
+                raise OutputDirError(
+                    f"{dest} changed during the capture and is no longer an iket capture; "
+                    f"the new capture was left in {self.root}",
+                    hint="move it by hand",
+                )
+            _exchange(capture, dest)  # capture now holds the previous DIR
+        else:
+            os.rename(capture, dest)
+        self.discard()
+        return dest
+
+    def fail(self) -> Path:
+        """Keep this attempt's evidence in ``DIR.failed/``; return where it went."""
+        capture = self.finalize()
+        failed = failed_dir(self.output_dir)
+        if failed.is_symlink() or (failed.exists() and not is_capture(failed)):
+            return self.root  # never delete something that is not ours: leave it in staging
+        if failed.exists():
+            _exchange(capture, failed)
+        else:
+            os.rename(capture, failed)
+        self.discard()
+        return failed
+
+    def discard(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def failed_dir(output_dir: Path) -> Path:
+    """``DIR.failed``: where a failed attempt's evidence goes."""
+    return output_dir.with_name(output_dir.name + FAILED_SUFFIX)
+
+
+@dataclass(frozen=True)
+class Stale:
+    """A staging folder left by a capture whose owner is gone."""
+
+    root: Path
+    token: str
+    bytes: int
+    owner_pid: int | None
+    killed: list[int]
+
+
+def remove_stale(output_dir: Path) -> list[Stale]:
+    """Remove the staging folders of DIR whose owner died; stop their processes first.
+
+    Call it holding DIR's lock: then no live capture into DIR can own one.
+    """
+    found = []
+    for root in _stagings(output_dir):
+        owner = _owner(root)
+        if owner is not None and _alive(owner):
+            continue  # a live owner without the lock: not ours to touch
+        token = root.name[-2 * TOKEN_BYTES :]
+        killed = tree.kill_marked(token)
+        size = _size(root)
+        shutil.rmtree(root, ignore_errors=True)
+        found.append(Stale(root, token, size, (owner or {}).get("pid"), killed))
+    return found
+
+
+def _stagings(output_dir: Path) -> list[Path]:
+    """Staging folders of DIR: their names differ only in the token."""
+    example = hidden(output_dir, STAGING_SUFFIX + "0" * 2 * TOKEN_BYTES)
+    prefix = example.name[: -2 * TOKEN_BYTES]
+    parent = output_dir.parent
+    if not parent.is_dir():
+        return []
+    return [
+        parent / name
+        for name in sorted(os.listdir(parent))
+        if name.startswith(prefix)
+        and _is_token(name[len(prefix) :])
+        and (parent / name).is_dir()
+        and not (parent / name).is_symlink()
+    ]
+
+
+def _is_token(text: str) -> bool:
+    return len(text) == 2 * TOKEN_BYTES and all(c in "0123456789abcdef" for c in text)
+
+
+def _owner(root: Path) -> dict | None:
+    try:
+        owner = json.loads((root / OWNER_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+def _alive(owner: dict) -> bool:
+    pid, started = owner.get("pid"), owner.get("started")
+    return isinstance(pid, int) and started is not None and tree.start_time(pid) == started
+
+
+def _size(root: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap two directories atomically (Linux renameat2); fall back to two renames."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        renameat2 = None
+    if renameat2 is not None:
+        rc = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+        if rc == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+            raise OSError(code, os.strerror(code), str(b))
+    aside = a.with_name(a.name + ".swap")
+    os.rename(b, aside)
+    try:
+        os.rename(a, b)
+    except OSError:
+        os.rename(aside, b)
+        raise
+    os.rename(aside, a)

@@ -1,0 +1,152 @@
+"""One capture attempt's record: what its steps found, the manifest built from it, and the
+evidence it leaves in ``DIR.failed/`` when it fails.
+
+The evidence is kept whatever went wrong, a full disk included: then the bulky parts of the
+attempt (the raw capture, half-written artifacts) are dropped first, so that the log, and
+the manifest where it fits, are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..capture import runiket, sysinfo
+from ..capture.passes import PassResult
+from ..capture.plan import Plan
+from ..capture.staging import Staging
+from ..errors import CaptureInterrupted, CaptureTimeout, DiskFullError, IketError
+from ..model import artifacts, labels
+from ..model import manifest as manifest_mod
+from ..model import record as record_mod
+from ..model.vocab import JSON_PER_RAW_BYTE, LOG_NAME, PROCS_NAME, STATS_NAME, formats_for
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What an attempt has learned so far: each step's result. The manifest is built from it."""
+
+    started: datetime
+    t0: float
+    run_iket_argv: list[str]
+    gpus: sysinfo.GpuQuery
+    passes: PassResult | None = None
+    postprocess_s: float | None = None
+    overhead: dict[str, Any] | None = None
+    drift: list[str] = field(default_factory=list)
+
+    @classmethod
+    def begin(cls, argv: list[str]) -> Facts:
+        return cls(datetime.now(timezone.utc), time.monotonic(), argv, sysinfo.GpuQuery())
+
+    def needed_bytes(self, formats: list[str]) -> int | None:
+        """About how much disk the capture takes: the raw capture and its artifacts."""
+        buffer = self.passes.device_buffer if self.passes else None
+        return None if buffer is None else runiket.estimated_bytes(buffer, formats)
+
+
+def manifest(
+    plan: Plan,
+    staging: Staging,
+    facts: Facts,
+    status: str,
+    processes: list[dict[str, Any]],
+    error: IketError | None = None,
+    gpus: list[dict[str, str]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The manifest of this attempt as it stands (labels attached to ``processes``);
+    with ``gpus`` given, the GPU query is not waited for."""
+    labels.attach(processes, staging.root / PROCS_NAME)
+    ran = facts.passes
+    buffer = ran.device_buffer if ran else None
+    return record_mod.build(
+        status=status,
+        error=error,
+        target={**plan.target.to_dict(), "display": plan.target.describe()},
+        command=plan.options.command,
+        argv=plan.workload_argv,
+        run_iket_argv=facts.run_iket_argv,
+        cwd=str(plan.cwd),
+        started_at=facts.started,
+        finished_at=datetime.now(timezone.utc),
+        duration_s=round(time.monotonic() - facts.t0, 3),
+        phases={
+            **artifacts.phases_from_stats(staging.capture_dir / STATS_NAME),
+            "postprocess": facts.postprocess_s,
+            "run_iket": round(ran.duration_s, 3) if ran and ran.error is None else None,
+            "overhead": None if facts.overhead is None else facts.overhead["run_iket_s"],
+        },
+        versions=sysinfo.versions(plan.tool.version, facts.gpus.result() if gpus is None else gpus),
+        postprocess=formats_for(plan.options.postprocess),
+        keep=plan.options.keep,
+        trace_budget={
+            "device_buffer_bytes": buffer,
+            "max_buffer_bytes": plan.options.max_buffer,
+            "estimated_json_bytes_max": None if buffer is None else buffer * JSON_PER_RAW_BYTE,
+        },
+        overhead=facts.overhead,
+        warm=ran.warm if ran else None,
+        processes=processes,
+        **extra,
+    )
+
+
+def keep_evidence(
+    plan: Plan, staging: Staging, facts: Facts, error: IketError, unwritten: Iterable[str] = ()
+) -> IketError:
+    """Keep the attempt's evidence in DIR.failed/ and return ``error`` pointing at it.
+
+    ``unwritten`` are log lines a full disk refused; they are added once room is made.
+    Nothing here raises for the file system: what cannot be written is left out.
+    """
+    with contextlib.suppress(OSError):
+        capture = staging.finalize()
+        if isinstance(error, DiskFullError):
+            _make_room(capture)
+            _append_log(capture, unwritten)
+        try:
+            processes = artifacts.scan_processes(capture)
+        except OSError:
+            processes = []
+        record = manifest(plan, staging, facts, status_of(error), processes, error=error)
+        manifest_mod.write(capture, record)
+    try:
+        where = staging.fail()
+    except OSError:
+        return error  # nowhere to keep it: the message is all there is
+    error.failed_dir = where
+    note = f"evidence kept in {where}"
+    error.hint = f"{error.hint}; {note}" if error.hint else note
+    return error
+
+
+def status_of(error: IketError) -> str:
+    """The manifest status of an attempt that ended with ``error``."""
+    if isinstance(error, CaptureTimeout):
+        return "timeout"
+    return "interrupted" if isinstance(error, CaptureInterrupted) else "failed"
+
+
+def _make_room(capture) -> None:
+    """On a full disk: drop everything but the logs (the raw capture, partial artifacts)."""
+    for entry in list(capture.iterdir()):
+        if entry.suffix == ".log":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _append_log(capture, lines: Iterable[str]) -> None:
+    lines = list(lines)
+    if lines:
+        with open(capture / LOG_NAME, "a", encoding="utf-8", errors="replace") as log:
+            log.write("# (written after a full disk made room)\n")
+            log.writelines(line + "\n" for line in lines)
