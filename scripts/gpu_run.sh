@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
 #   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|bench|all|x2]
+#   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,21 @@ if [[ $part == faults || $part == all ]]; then  # issue 15: signals, timeout, ki
     > "$keep/gpu_faults.log" 2>&1
   grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_faults.log" | tail -12
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
+fi
+if [[ $part == cute ]]; then  # issue 16: the CuTe DSL examples, run, captured, kept as fixtures
+  work=/tmp/iket-cute; rm -rf "$work"; mkdir -p "$work" "$keep/cute"; cp examples/cute_*.py "$work/"
+  ( cd "$work"
+    echo "== the examples on their own"
+    python3 cute_affine.py && python3 cute_pipeline.py
+    echo "== iket profile (script, function, pipeline)"
+    python3 -m iket_cli profile cute_affine.py -o affine --keep --env CUTE_DSL_NO_CACHE=1 2>&1 | tail -4
+    python3 -m iket_cli profile cute_affine.py:workload -o affine_fn --env CUTE_DSL_NO_CACHE=1 2>&1 | tail -4
+    python3 -m iket_cli profile cute_pipeline.py -o pipeline --keep --env CUTE_DSL_NO_CACHE=1 2>&1 | tail -4
+    python3 -m iket_cli show pipeline 2>&1 | head -40
+    for cap in affine affine_fn pipeline; do
+      mkdir -p "$keep/cute/$cap"; cp -r "$cap"/* "$keep/cute/$cap/" 2>/dev/null
+    done
+    cp ./*.json "$keep/cute/" 2>/dev/null; ls -la "$work" "$keep/cute" )
 fi
 if [[ $part == bench || $part == all ]]; then
   echo "== capture benchmark (issue 2)"

@@ -35,7 +35,10 @@ class Result:
 
 def run_iket(*args, cwd: Path, env: dict | None = None, timeout: float = 120) -> Result:
     """Run ``python -m iket_cli ARGS`` as a user would, with a clean, non-interactive stdin."""
-    full_env = {k: v for k, v in os.environ.items() if k != "CUDA_INJECTION64_PATH"}
+    # The caller's Nsight injection or CuTe DSL cache setting must not change what a test sees.
+    full_env = {
+        k: v for k, v in os.environ.items() if k not in ("CUDA_INJECTION64_PATH", "CUTE_DSL_NO_CACHE")
+    }
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "iket_cli", *map(str, args)]
     proc = subprocess.run(

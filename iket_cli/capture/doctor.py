@@ -63,6 +63,22 @@ for i in range(ok(d.cuDeviceGetCount())):
     gpus.append({"index": i, "name": name, "cc": [major, minor]})
 print(json.dumps({"cuda_driver": f"{version // 1000}.{version % 1000 // 10}", "gpus": gpus}))
 """
+# CuTe DSL needs a CUDA-toolkit flavour package beside libs-base/libs-core, or `import
+# cutlass` fails with "No CTK flavor installed".
+_CUTE_PROBE = """
+import json, time, importlib.metadata as m
+def version(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return None
+flavours = [f for f in ("cu13", "cu12") if version(f"nvidia-cutlass-dsl-libs-{f}")]
+start = time.perf_counter()
+import cutlass, cutlass.cute
+from cutlass.cute.experimental import iket
+print(json.dumps({"version": version("nvidia-cutlass-dsl-libs-core") or version("nvidia-cutlass-dsl"),
+                  "flavours": flavours, "seconds": round(time.perf_counter() - start, 2)}))
+"""
 _TIRX_PROBE = """
 import json, time
 start = time.perf_counter()
@@ -128,6 +144,7 @@ def checks(env: dict[str, str] | None = None) -> list[Check]:
         "nvrtc": Probe(_NVRTC_PROBE, env),
         "gpu": Probe(_GPU_PROBE, env),
         "tirx": Probe(_TIRX_PROBE, child_env),
+        "cute": Probe(_CUTE_PROBE, child_env),
     }
     if tool:
         probes["decoder"] = Probe(_DECODER_PROBE, child_env)
@@ -139,6 +156,7 @@ def checks(env: dict[str, str] | None = None) -> list[Check]:
     found.append(_gpu(*probes["gpu"].result(), smi.result()))
     found.append(_injection(env))
     found.append(_tirx(*probes["tirx"].result()))
+    found.append(_cute(*probes["cute"].result()))
     found.append(_cute_variables(env))
     return found
 
@@ -201,15 +219,27 @@ def _tirx(answer: dict | None, problem: str) -> Check:
     return Check("TIRx", False, problem, f"{GPU_EXTRA} for TIRx kernels", required=False)
 
 
+def _cute(answer: dict | None, problem: str) -> Check:
+    """CuTe DSL, the other IKET front end: importable, with a CUDA-toolkit flavour."""
+    if answer:
+        flavours = ", ".join(answer["flavours"]) or "none found by name"
+        detail = (
+            f"CuTe DSL {answer['version']} (CTK flavour: {flavours}) and its iket ops import "
+            f"in {answer['seconds']} s"
+        )
+        return Check("CuTe DSL", True, detail, required=False)
+    fix = (
+        "pip install nvidia-cutlass-dsl nvidia-cutlass-dsl-libs-cu13 (cu12 for a CUDA 12 driver) "
+        "for CuTe DSL kernels"
+    )
+    return Check("CuTe DSL", False, problem, fix, required=False)
+
+
 def _cute_variables(env: dict[str, str]) -> Check:
     shown = [f"{name}={env[name]}" for name in CUTE_VARIABLES if name in env]
-    cached = not any(env.get(name) for name in ("CUTE_DSL_NO_CACHE", "CUTE_DSL_DISABLE_FILE_CACHING"))
     detail = ", ".join(shown) or "none set"
-    if cached:
-        detail += (
-            "; CuTe DSL kernels loaded from its compile cache are not instrumented "
-            "(set CUTE_DSL_NO_CACHE=1 if a capture comes back empty)"
-        )
+    if "CUTE_DSL_NO_CACHE" not in env:
+        detail += "; iket profile sets CUTE_DSL_NO_CACHE=1 in both passes (--keep-dsl-cache leaves it)"
     return Check("CuTe DSL variables", True, detail, required=False)
 
 

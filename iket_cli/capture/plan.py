@@ -48,6 +48,7 @@ class Options:
     max_buffer: int | None = None  # bytes: stop before the capture pass if the buffer is larger
     overhead: bool = False  # also time the kernels without instrumentation (a --warp-trace run)
     warm: bool = True  # function targets: the second pass in a standby that imported torch (warm.py)
+    keep_dsl_cache: bool = False  # leave CuTe DSL's compile cache on (see dsl_cache below)
     command: list[str] | None = None  # the iket command line, recorded in the manifest
 
     def check(self) -> None:
@@ -102,6 +103,8 @@ class Plan:
     python: str  # the interpreter of script, function and module targets
     tool: RunIket
     output_dir: Path  # absolute, checked (see outdir.check)
+    #: What iket did about CuTe DSL's compile cache (see :func:`dsl_cache`): the manifest's record.
+    dsl_cache: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def workload_argv(self) -> list[str]:
@@ -126,6 +129,7 @@ def resolve(target: Target, output_dir: str | os.PathLike | None, options: Optio
         raise UsageError(f"--cwd {options.cwd} is not a directory")
     env = {**os.environ, **options.env}
     toolchain.refuse_foreign_injection(env)
+    cache = dsl_cache(env, keep=options.keep_dsl_cache)
     python = options.python or sys.executable
     if shutil.which(python) is None:
         raise UsageError(f"--python {python} is not an executable", hint="give a path")
@@ -133,4 +137,25 @@ def resolve(target: Target, output_dir: str | os.PathLike | None, options: Optio
     tool = toolchain.find(options.run_iket, env)
     requested = Path(patterns.expand(os.fspath(output_dir or f"iket-{target.stem}"), env=env))
     checked = outdir.check(requested, cwd=cwd, clobber=options.clobber)
-    return Plan(target, options, cwd, env, python, tool, checked)
+    if cache["set_by"] == "iket":
+        env[NO_CACHE] = "1"
+    return Plan(target, options, cwd, env, python, tool, checked, cache)
+
+
+#: CuTe DSL loads a kernel it compiled before from its cache, without IKET's instrumentation
+#: (a direct ``@cute.jit`` call does), and the capture comes back empty: the most common
+#: CuTe DSL surprise. iket turns the cache off in both passes unless told otherwise.
+NO_CACHE = "CUTE_DSL_NO_CACHE"
+
+
+def dsl_cache(env: dict[str, str], *, keep: bool) -> dict[str, str | None]:
+    """What to do about CuTe DSL's compile cache: the user's setting wins, then ``--keep-dsl-cache``.
+
+    Harmless for other workloads (only CuTe DSL reads the variable), so it applies to
+    every capture, a command's too, whose language iket cannot know.
+    """
+    if NO_CACHE in env:
+        return {NO_CACHE: env[NO_CACHE], "set_by": "user"}
+    if keep:
+        return {NO_CACHE: None, "set_by": None}
+    return {NO_CACHE: "1", "set_by": "iket"}

@@ -171,6 +171,12 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     show_default=True,
     help="Function targets: import torch/TIRx for the second pass while the first one runs.",
 )
+@click.option(
+    "--keep-dsl-cache",
+    is_flag=True,
+    help="Leave CuTe DSL's compile cache on (by default iket sets CUTE_DSL_NO_CACHE=1: "
+    "a kernel loaded from the cache is not instrumented).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the workload's output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show run-iket's own lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest on stdout.")

@@ -92,6 +92,7 @@ def manifest(
         },
         overhead=facts.overhead,
         warm=ran.warm if ran else None,
+        dsl_cache=plan.dsl_cache,
         processes=processes,
         **extra,
     )

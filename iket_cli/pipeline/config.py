@@ -35,6 +35,7 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     "strict": (bool,),
     "overhead": (bool,),
     "warm": (bool,),
+    "keep_dsl_cache": (bool,),
 }
 TOP_ONLY = {"output": (str,), "jobs": (list,)}
 JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}

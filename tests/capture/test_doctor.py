@@ -14,6 +14,7 @@ def test_checks_in_process_name_every_part_and_leak_nothing(monkeypatch):
         "GPU",
         "CUDA_INJECTION64_PATH",
         "TIRx",
+        "CuTe DSL",
         "CuTe DSL variables",
     ], "no decoder check without run-iket"
     assert not doctor.healthy(results)
@@ -29,3 +30,12 @@ def test_gpu_check_falls_back_to_nvidia_smi_names():
     assert check.ok and "NVIDIA H200" in check.detail and "compute capability unknown" in check.detail
     old = doctor._gpu({"cuda_driver": "13.0", "gpus": [{"index": 0, "name": "A100", "cc": [8, 0]}]}, "", [])
     assert not old.ok and "sm_80" in old.detail, "Hopper or newer is needed"
+
+
+def test_cute_dsl_without_a_toolkit_flavour_names_the_package():
+    problem = "RuntimeError: No CTK flavor installed: expected one or more of ..."
+    check = doctor._cute(None, problem)
+    assert not check.ok and not check.required, "TIRx workloads do not need CuTe DSL"
+    assert "nvidia-cutlass-dsl-libs-cu13" in check.fix
+    found = doctor._cute({"version": "4.8.1", "flavours": ["cu13"], "seconds": 1.2}, "")
+    assert found.ok and "CTK flavour: cu13" in found.detail

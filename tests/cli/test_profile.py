@@ -625,3 +625,26 @@ def test_a_cuda_process_without_instrumented_kernels_is_set_aside(work, double, 
     from iket_cli import Capture
 
     assert Capture.load(work / "cap").trace_json.name == "iket_pid_0x204.trace.json"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "seen", "record"),
+    [
+        ([], {}, ["1", "1"], {"CUTE_DSL_NO_CACHE": "1", "set_by": "iket"}),
+        ([], {"CUTE_DSL_NO_CACHE": "0"}, ["0", "0"], {"CUTE_DSL_NO_CACHE": "0", "set_by": "user"}),
+        (["--keep-dsl-cache"], {}, [None, None], {"CUTE_DSL_NO_CACHE": None, "set_by": None}),
+    ],
+    ids=["iket turns it off", "the user's setting wins", "--keep-dsl-cache"],
+)
+def test_cute_dsl_compile_cache_is_off_in_both_passes(work, double, args, env, seen, record):
+    """A CuTe DSL kernel loaded from its compile cache carries no IKET events: iket turns the
+    cache off in both passes unless the user set the variable or asked to keep it."""
+    (work / "cache.py").write_text(
+        "import json, os\n"
+        "with open(os.environ['PASSES'], 'a') as f:\n"
+        "    f.write(json.dumps(os.environ.get('CUTE_DSL_NO_CACHE')) + '\\n')\n"
+    )
+    result = profile(double, "-o", "cap", *args, "cache.py", cwd=work, env={**env_for(work), **env})
+    assert result.code == 0, result
+    assert [json.loads(line) for line in (work / "passes.jsonl").read_text().splitlines()] == seen
+    assert manifest.read(work / "cap")["dsl_cache"] == record
