@@ -128,6 +128,8 @@ class Running:
         code = self.proc.wait(timeout=120)
         for reader in self.readers:
             reader.join(30)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
         return code, "".join(self.out), "".join(self.err)
 
 
