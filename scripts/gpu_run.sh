@@ -10,9 +10,7 @@ out=${OUT:-/tmp/iket-gpu-out}
 keep=/tmp/iket-gpu-keep
 mkdir -p "$out" "$keep"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-echo "== versions"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 -m iket_cli --version
-if [[ $part == checks || $part == all || -n ${CHECKS_K:-} ]]; then
+help_time() {
   echo "== iket --help start-up (10 runs)"
   python3 - <<'PY'
 import statistics, subprocess, sys, time
@@ -21,6 +19,11 @@ for _ in range(10):
     s = time.perf_counter(); subprocess.run([sys.executable, "-m", "iket_cli", "--help"], capture_output=True); t.append(time.perf_counter() - s)
 print(f"median {statistics.median(t):.3f} s, max {max(t):.3f} s")
 PY
+}
+echo "== versions"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -m iket_cli --version
+if [[ $part == checks || $part == all || -n ${CHECKS_K:-} ]]; then
+  help_time
   echo "== parent never imports torch or TIRx"
   python3 -c "import sys, runpy; sys.argv=['iket','--help']
 try: runpy.run_module('iket_cli', run_name='__main__')
@@ -39,20 +42,14 @@ if [[ $part == faults || $part == all ]]; then  # issue 15: signals, timeout, ki
   grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_faults.log" | tail -12
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
 fi
-if [[ $part == cute ]]; then  # issue 16: the CuTe DSL examples, run, captured, kept as fixtures
-  work=/tmp/iket-cute; rm -rf "$work"; mkdir -p "$work" "$keep/cute"; cp examples/cute_*.py "$work/"
-  ( cd "$work"
-    echo "== the examples on their own"
-    python3 cute_affine.py && python3 cute_pipeline.py
-    echo "== iket profile (script, function, pipeline)"
-    python3 -m iket_cli profile cute_affine.py -o affine --keep --env CUTE_DSL_NO_CACHE=1 2>&1 | tail -4
-    python3 -m iket_cli profile cute_affine.py:workload -o affine_fn --env CUTE_DSL_NO_CACHE=1 2>&1 | tail -4
-    python3 -m iket_cli profile cute_pipeline.py -o pipeline --keep --env CUTE_DSL_NO_CACHE=1 2>&1 | tail -4
-    python3 -m iket_cli show pipeline 2>&1 | head -40
-    for cap in affine affine_fn pipeline; do
-      mkdir -p "$keep/cute/$cap"; cp -r "$cap"/* "$keep/cute/$cap/" 2>/dev/null
-    done
-    cp ./*.json "$keep/cute/" 2>/dev/null; ls -la "$work" "$keep/cute" )
+if [[ $part == cute ]]; then  # issue 16: the CuTe DSL examples captured and checked; captures kept
+  help_time
+  echo "== iket doctor"; python3 -m iket_cli doctor | tee "$keep/doctor_cute.txt" | grep -i -A3 "cute"
+  echo "== CuTe DSL checks"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_cute.py -v -s -p no:cacheprovider -o addopts="" \
+    > "$keep/gpu_cute.log" 2>&1
+  grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_cute.log" | tail -14
+  echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
 fi
 if [[ $part == bench || $part == all ]]; then
   echo "== capture benchmark (issue 2)"

@@ -6,7 +6,10 @@
   a costlier encoding;
 * ``long-name``: a name within 4 bytes of IKET's 32-byte limit (longer ones are refused);
 * ``resolution``: most of a kernel's ranges last no more than one step of the GPU timer
-  (32 ns on the H200), so their durations are mostly quantisation.
+  (32 ns on the H200), so their durations are mostly quantisation;
+* ``payload-type``: an event name recorded with payloads of different types (or with and
+  without one), or a token range whose end carries another type than its start: its
+  values cannot be read together.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..model.trace import Trace
-from ..model.vocab import TIMER_STEP_NS
+from ..model.vocab import PAYLOAD_TYPES, TIMER_STEP_NS
+from .payloads import type_conflicts
 
 NAME_LIMIT_BYTES = 32
 NAME_MARGIN_BYTES = 4
@@ -52,6 +56,7 @@ def lint(trace: Trace) -> list[Finding]:
                 )
             )
     for kernel, launches in kernels.items():
+        findings += _payload_types(trace, kernel, launches)
         names = {
             trace.name(i)
             for launch in launches
@@ -92,3 +97,23 @@ def lint(trace: Trace) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _payload_types(trace: Trace, kernel: str, launches: list) -> list[Finding]:
+    """One finding per event name of this kernel whose payloads are of several types."""
+    conflicts: dict[tuple[str, int], set[int]] = {}
+    for launch in launches:
+        for kind, columns in (("range", launch.ranges), ("mark", launch.markers)):
+            for index, types in type_conflicts(columns, kind):
+                conflicts.setdefault((kind, index), set()).update(types)
+    return [
+        Finding(
+            "payload-type",
+            kernel,
+            f"{kind} {trace.name(index)!r} carries payloads of types "
+            + ", ".join(PAYLOAD_TYPES.get(t) or ("none" if t == 0 else f"type {t}") for t in sorted(types)),
+            "give each event name one payload type (a range_end the same as its range_start): "
+            "its values are read together",
+        )
+        for (kind, index), types in conflicts.items()
+    ]

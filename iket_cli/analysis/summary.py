@@ -15,9 +15,10 @@ from typing import Any
 
 from ..errors import UsageError
 from ..model import trace as trace_mod
+from ..model.annotations import Roles, roles_for
 from ..model.folder import find_traces
 from ..model.trace import Launch, Trace
-from ..model.vocab import GROUPINGS, TIMER_STEP_NS
+from ..model.vocab import GROUPINGS, ROLES_NAME, TIMER_STEP_NS
 from . import lint as lint_mod
 
 
@@ -242,21 +243,33 @@ _LOCATION_KEY = {"cta": "ctaId", "warp": "warpId", "sm": "smId"}
 
 
 def summarize_capture(
-    location: Path, *, by: str = "kernel", top: int | None = None, **filters: Any
+    location: Path,
+    *,
+    by: str = "kernel",
+    top: int | None = None,
+    roles_file: Path | None = None,
+    **filters: Any,
 ) -> list[dict]:
     """Per process and group: its label, trace path, lint findings and per-kernel summary.
 
     ``filters`` are those of :func:`iket_cli.model.trace.select`; ``by`` splits each trace
-    into groups (``kernel``: none; ``launch``; ``cta``, ``warp`` or ``sm``); ``top`` keeps
+    into groups (``kernel``: none; ``launch``; ``cta``, ``warp`` or ``sm``; ``role``: the
+    warp roles of ``roles_file`` or of the capture's ``kernel_symbols.json``); ``top`` keeps
     the ranges with the largest total time.
     """
     if by not in GROUPINGS:
         raise UsageError(f"unknown --by {by!r}", hint=f"use one of {', '.join(GROUPINGS)}")
+    roles = roles_for(location, roles_file) if by == "role" else None
+    if by == "role" and roles is None:
+        raise UsageError(
+            f"{location} has no warp roles (no {ROLES_NAME})",
+            hint="pass --roles FILE: the kernel_symbols.json CuTe DSL's dump_profiling_metadata wrote",
+        )
     result, kernels = [], set()
     for label, path in find_traces(location):
         loaded = trace_mod.load(path)
         kernels.update(launch.kernel for launch in loaded.launches)
-        result += summarize_loaded(label, path, loaded, by=by, top=top, **filters)
+        result += summarize_loaded(label, path, loaded, by=by, top=top, roles=roles, **filters)
     given = {name: value for name, value in filters.items() if value is not None}
     if given and not any(p["kernels"] for p in result):
         shown = " ".join(
@@ -288,6 +301,7 @@ def summarize_loaded(
     by: str = "kernel",
     top: int | None = None,
     findings: list | None = None,
+    roles: Roles | None = None,
     **filters: Any,
 ) -> list[dict]:
     """:func:`summarize_capture` of one trace already in memory (loaded once for the
@@ -295,7 +309,7 @@ def summarize_loaded(
     findings = lint_mod.lint(loaded) if findings is None else findings
     chosen = trace_mod.select(loaded, **filters)
     result = []
-    for group, part in _groups(chosen, by):
+    for group, part in _groups(chosen, by, roles):
         kernels = [k for k in summarize(part) if k.ranges or k.markers]
         for kernel in kernels:
             kernel.ranges = kernel.ranges[:top] if top else kernel.ranges
@@ -306,9 +320,17 @@ def summarize_loaded(
     return result
 
 
-def _groups(trace: Trace, by: str) -> list[tuple[str, Trace]]:
+def _groups(trace: Trace, by: str, roles: Roles | None = None) -> list[tuple[str, Trace]]:
     if by == "kernel":
         return [("", trace)]
+    if by == "role" and roles is not None:
+        present = {w["warpId"] for w in trace.locations if isinstance(w, dict)}
+        groups = [
+            (f"role {name}", trace_mod.select(trace, warps=set(range(first, end))))
+            for name, (first, end) in roles.warps.items()
+        ]
+        rest = {w for w in present if roles.role(w) is None}
+        return groups + ([("role none", trace_mod.select(trace, warps=rest))] if rest else [])
     if by == "launch":
         return [
             (f"launch {n}", Trace(trace.path, [launch], trace.strings, trace.locations))

@@ -49,6 +49,7 @@ class Options:
     overhead: bool = False  # also time the kernels without instrumentation (a --warp-trace run)
     warm: bool = True  # function targets: the second pass in a standby that imported torch (warm.py)
     keep_dsl_cache: bool = False  # leave CuTe DSL's compile cache on (see dsl_cache below)
+    roles: Path | None = None  # warp roles (kernel_symbols.json) to keep with the capture
     command: list[str] | None = None  # the iket command line, recorded in the manifest
 
     def check(self) -> None:
@@ -73,6 +74,10 @@ class Options:
             raise UsageError(
                 f"--context-buffer-size {self.context_buffer_size!r} is not a size",
                 hint="a number of bytes, optionally with k, M or G: e.g. 512M",
+            )
+        if self.roles is not None and not Path(self.roles).is_file():
+            raise UsageError(
+                f"--roles {self.roles} does not exist", hint="give CuTe DSL's kernel_symbols.json"
             )
         config = self.enabled_cluster_config
         if config is not None and not Path(config).is_file():

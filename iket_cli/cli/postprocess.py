@@ -36,7 +36,9 @@ def command(capture_dir: Path, fmt: str, jobs: int | None, quiet: bool, as_json:
 
     formats = list(FORMATS) if fmt == "all" else [fmt]
     with DecodeProgress(quiet=quiet) as progress:
-        record, outcomes = postprocess_capture(capture_dir, formats, jobs=jobs, progress=progress)
+        record, outcomes, warnings = postprocess_capture(capture_dir, formats, jobs=jobs, progress=progress)
+    for message, hint in warnings:
+        sys.stderr.write(f"iket: warning: {message}\niket: hint: {hint}\n")
     if as_json:
         sys.stdout.write(json.dumps(record, indent=2) + "\n")
     failed = [o for o in outcomes if o.error]

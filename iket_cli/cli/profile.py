@@ -172,6 +172,13 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     help="Function targets: import torch/TIRx for the second pass while the first one runs.",
 )
 @click.option(
+    "--roles",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Warp roles to keep with the capture (CuTe DSL's kernel_symbols.json; "
+    "default: the one the workload writes).",
+)
+@click.option(
     "--keep-dsl-cache",
     is_flag=True,
     help="Leave CuTe DSL's compile cache on (by default iket sets CUTE_DSL_NO_CACHE=1: "

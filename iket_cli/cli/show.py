@@ -48,6 +48,17 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
     "--top", type=click.IntRange(min=1), metavar="N", help="Only the N ranges with most total time."
 )
 @click.option(
+    "--roles",
+    "roles_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Warp roles for --by role (CuTe DSL's kernel_symbols.json; default: the capture's own).",
+)
+@click.option(
+    "--payload",
+    is_flag=True,
+    help="Per range and mark name: the payload type and the distinct values (or min .. max).",
+)
+@click.option(
     "--timeline",
     is_flag=True,
     help="Draw one launch (--launch, default 0; --cta for one CTA): a row per warp.",
@@ -60,7 +71,15 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
     help="Timeline width in characters.",
 )
 def command(
-    capture: Path, fmt: str, by: str, top: int | None, timeline: bool, width: int, **filters: object
+    capture: Path,
+    fmt: str,
+    by: str,
+    top: int | None,
+    roles_file: Path | None,
+    payload: bool,
+    timeline: bool,
+    width: int,
+    **filters: object,
 ) -> int:
     """Summarise CAPTURE (a capture directory, its manifest.json or a *.trace.json).
 
@@ -80,11 +99,20 @@ def command(
             sys.stdout.write(f"pid {label}\n")
             timeline_mod.render(chosen, sys.stdout, launch=0, width=width)  # the first that matches
         return 0
+    if payload:
+        from ..analysis.payloads import payloads_capture
+
+        found = payloads_capture(capture, **filters)
+        if not any(p["payloads"] for p in found):
+            sys.stderr.write(f"iket: no event in {capture} carries a payload\n")
+            return 0
+        tables.render_payloads(found, fmt, sys.stdout)
+        return 0
     from ..analysis.summary import summarize_capture
     from ..errors import CaptureError
     from ..model.folder import manifest_of
 
-    processes = summarize_capture(capture, by=by, top=top, **filters)
+    processes = summarize_capture(capture, by=by, top=top, roles_file=roles_file, **filters)
     tables.RENDERERS[fmt](processes, sys.stdout)
     for process in processes:  # warnings go to stderr: stdout stays the report
         for line in tables.lint_lines(process["findings"]):

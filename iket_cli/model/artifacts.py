@@ -45,12 +45,12 @@ def scan_processes(capture_dir: Path) -> list[dict[str, Any]]:
 
 def rescan(capture_dir: Path, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """:func:`scan_processes` again after artifacts changed; counts that needed a JSON trace
-    since removed, and labels, are kept from ``previous``."""
+    since removed, labels and arrow counts (``flows``) are kept from ``previous``."""
     before = {p["pid_hex"]: p for p in previous}
     processes = scan_processes(capture_dir)
     for process in processes:
         old = before.get(process["pid_hex"], {})
-        for key in ("launches", "ranges", "markers", "labels"):
+        for key in ("launches", "ranges", "markers", "labels", "flows"):
             if process.get(key) is None and old.get(key) is not None:
                 process[key] = old[key]
     return processes

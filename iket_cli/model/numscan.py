@@ -135,6 +135,7 @@ class _Chunk:
     def __init__(self, raw: bytes) -> None:
         if len(raw) < 16:
             raw = raw + b" " * (16 - len(raw))  # room for one word; spaces are not digits
+        self.raw = raw
         self.u = np.frombuffer(raw, np.uint8)
         self.words = np.ndarray((len(raw) - 7,), "<u8", raw, 0, (1,))
         digit = (self.u - 48) < 10  # uint8 arithmetic wraps: only b"0".."9" land below 10
@@ -142,6 +143,10 @@ class _Chunk:
             raise Layout("a chunk starts or ends inside a number")
         edges = np.flatnonzero(digit[1:] != digit[:-1]) + 1  # start, end, start, end, ...
         self.starts, self.ends = edges[0::2], edges[1::2]
+
+    def has(self, needle: bytes) -> bool:
+        """Whether the chunk's bytes hold ``needle`` (a C-speed search of bytes just copied)."""
+        return self.raw.find(needle) >= 0
 
     def column(self, index: np.ndarray | slice, key: bytes) -> np.ndarray:
         """The runs at ``index`` as int64, each checked to follow ``key`` and end at a delimiter."""
@@ -209,9 +214,13 @@ def _ranges(data, start: int, stop: int) -> dict[str, array]:
     Sorted keys put ``internalEvents`` (any number of events) between ``endTs`` and
     ``rangeColor``; from ``rangeColor`` on, each record holds color, id, name index, scope,
     type, ``startTs`` and then its warp location indices (possibly none: loc -1).
+    Ranges with payloads (CuTe DSL's token ranges) are left to the general reader, which
+    keeps the payloads.
     """
-    parts: dict[str, list[np.ndarray]] = {"end": [], "name": [], "start": [], "loc": []}
+    parts: dict[str, list[np.ndarray]] = {"end": [], "name": [], "start": [], "loc": [], "kind": []}
     for chunk in _chunks(data, start, stop, b'},{"endTs":'):
+        if chunk.has(b'"payloadType"'):
+            raise Layout("ranges with payloads")
         u, starts = chunk.u, chunk.starts
         records = np.flatnonzero((u[:-3] == ord("{")) & (u[2:-1] == ord("e")) & (u[3:] == ord("n")))
         colors = np.flatnonzero(u == ord("C"))  # only "rangeColor" has a capital C
@@ -228,6 +237,7 @@ def _ranges(data, start: int, stop: int) -> dict[str, array]:
         chunk.column(color, b'"rangeColor":')
         parts["end"].append(chunk.column(first, b'{"endTs":'))
         parts["name"].append(chunk.column(color + 2, b'"rangeNameIdx":'))
+        parts["kind"].append(chunk.column(color + 4, b'"rangeType":'))
         parts["start"].append(chunk.column(color + 5, b'"startTs":'))
         parts["loc"].append(_first_locations(chunk, color + 6, np.append(records[1:], len(u))))
     return {name: _to_array(chunks, name) for name, chunks in parts.items()}

@@ -126,3 +126,110 @@ def merge(sources: list[tuple[bytes, str, int]]) -> bytes:
                 raise ValueError("not a Perfetto trace: top-level field other than TracePacket")
             out += encode([(TRACE_PACKET, 2, _rewrite(packet, packet_changes))])
     return bytes(out)
+
+
+# -- flows (arrows between slices) -------------------------------------------------------
+DESCRIPTOR_CHILD_ORDER = 11
+EVENT_TYPE = 9
+EVENT_NAME = 23
+EVENT_FLOW_IDS = 47  # repeated fixed64
+EVENT_TERMINATING_FLOW_IDS = 48  # repeated fixed64
+SLICE_BEGIN = 1
+
+#: A slice as the decoder's trace places it: CTA (x, y, z), warp index, range name, start ns.
+SliceKey = tuple[tuple[int, int, int], int, str, int]
+
+
+def slice_index(data: bytes) -> dict[SliceKey, int]:
+    """Each slice-begin packet of an IKET trace by its :data:`SliceKey` (ambiguous keys left out).
+
+    The decoder's tracks nest ``Root / GridN / GPCg / TPCt|VSMs / CTA(x, y, z) / WarpNN``,
+    with a child track per token-range name under a warp; a slice is named after its range,
+    with ``(start_payload=..., end_payload=...)`` appended when it carries payloads.
+    """
+    tracks: dict[int, tuple[str, int | None]] = {}
+    events: list[tuple[int, int, int, str]] = []  # packet index, track uuid, ts, name
+    for index, (_, _, packet) in enumerate(fields(data)):
+        parts = fields(packet)
+        for number, _, value in parts:
+            if number == PACKET_TRACK_DESCRIPTOR:
+                desc = {n: v for n, _, v in fields(value)}
+                name = desc.get(DESCRIPTOR_NAME, b"")
+                tracks[desc.get(DESCRIPTOR_UUID, 0)] = (
+                    name.decode("utf-8", "replace") if isinstance(name, bytes) else "",
+                    desc.get(DESCRIPTOR_PARENT_UUID),
+                )
+            elif number == PACKET_TRACK_EVENT:
+                event = {n: v for n, _, v in fields(value)}
+                if event.get(EVENT_TYPE) == SLICE_BEGIN and isinstance(event.get(EVENT_NAME), bytes):
+                    ts = next((v for n, _, v in parts if n == PACKET_TIMESTAMP), 0)
+                    events.append(
+                        (
+                            index,
+                            event.get(EVENT_TRACK_UUID, 0),
+                            ts,
+                            event[EVENT_NAME].decode("utf-8", "replace"),
+                        )
+                    )
+    found: dict[SliceKey, int] = {}
+    seen_twice: set[SliceKey] = set()
+    for index, uuid, ts, name in events:
+        place = _place(tracks, uuid)
+        if place is None:
+            continue
+        key = (place[0], place[1], _base(name), ts)
+        if key in found:
+            seen_twice.add(key)
+        found[key] = index
+    return {key: index for key, index in found.items() if key not in seen_twice}
+
+
+def _place(tracks: dict, uuid: int) -> tuple[tuple[int, int, int], int] | None:
+    """(CTA, warp) of a track, from its ancestors' names."""
+    cta = warp = None
+    while uuid in tracks and (cta is None or warp is None):
+        name, parent = tracks[uuid]
+        if warp is None and name.startswith("Warp") and name[4:].isdigit():
+            warp = int(name[4:])
+        elif cta is None and name.startswith("CTA(") and name.endswith(")"):
+            try:
+                x, y, z = (int(p) for p in name[4:-1].split(","))
+            except ValueError:
+                return None
+            cta = (x, y, z)
+        uuid = parent
+    return None if cta is None or warp is None else (cta, warp)
+
+
+def _base(name: str) -> str:
+    """A slice's range name, without the payload annotation the decoder appends."""
+    at = name.find("(start_payload=")
+    return name[:at] if at > 0 else name
+
+
+def add_flows(data: bytes, links: list[tuple[SliceKey, SliceKey]]) -> tuple[bytes, int]:
+    """``data`` with an arrow (a Perfetto flow) from each link's first slice to its second.
+
+    Flow ids go on the slices' begin events: ``flow_ids`` on the source, ``terminating_flow_ids``
+    on the target. Returns the new trace and the number of arrows placed (links whose slices
+    are not both found are left out).
+    """
+    where = slice_index(data)
+    starts: dict[int, list[int]] = {}
+    ends: dict[int, list[int]] = {}
+    placed = 0
+    for number, (source, target) in enumerate(links, start=1):
+        if source in where and target in where:
+            starts.setdefault(where[source], []).append(number)
+            ends.setdefault(where[target], []).append(number)
+            placed += 1
+    out = bytearray()
+    for index, (number, wire, packet) in enumerate(fields(data)):
+        if index in starts or index in ends:
+            extra = [(EVENT_FLOW_IDS, 1, i.to_bytes(8, "little")) for i in starts.get(index, [])]
+            extra += [(EVENT_TERMINATING_FLOW_IDS, 1, i.to_bytes(8, "little")) for i in ends.get(index, [])]
+            packet = _rewrite(
+                packet, {PACKET_TRACK_EVENT: lambda body, extra=extra: encode([*fields(body), *extra])}
+            )
+        out += encode([(number, wire, packet)])
+    return bytes(out), placed

@@ -15,10 +15,12 @@ import json
 import mmap
 import re
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import ManifestError
+from . import payloads
+from .vocab import PUSH_POP
 
 _LAUNCH = re.compile(
     rb'\{"blockDimX":(\d+),"blockDimY":(\d+),"blockDimZ":(\d+),"contextId":\d+,'
@@ -31,15 +33,33 @@ SCHEMA_VERSION = 1
 
 @dataclass
 class Columns:
-    """Parallel arrays of one record kind within one launch."""
+    """Parallel arrays of one record kind within one launch.
+
+    ``kind`` (ranges) is the range type: :data:`~iket_cli.model.vocab.PUSH_POP` for
+    ``range_push``/``range_pop`` (stack-nested within a warp) or
+    :data:`~iket_cli.model.vocab.START_END` for token ranges (``range_start``/``range_end``:
+    they may overlap and span loop iterations). The payload columns hold the payload type
+    (0: none, see :data:`~iket_cli.model.vocab.PAYLOAD_TYPES`) and value of a mark, or of a
+    range's start and end events; they are empty when the trace carries no payload at all.
+    Values are doubles: exact for integers up to 2**53.
+    """
 
     name: array = field(default_factory=lambda: array("i"))
     loc: array = field(default_factory=lambda: array("i"))
     start: array = field(default_factory=lambda: array("q"))
     end: array = field(default_factory=lambda: array("q"))
+    kind: array = field(default_factory=lambda: array("i"))
+    ptype: array = field(default_factory=lambda: array("i"))
+    pval: array = field(default_factory=lambda: array("d"))
+    ptype_end: array = field(default_factory=lambda: array("i"))
+    pval_end: array = field(default_factory=lambda: array("d"))
 
     def __len__(self) -> int:
         return len(self.start)
+
+    @property
+    def has_payloads(self) -> bool:
+        return len(self.ptype) == len(self.start) and any(self.ptype)
 
 
 @dataclass
@@ -103,6 +123,9 @@ def _checked(trace: Trace) -> Trace:
     for number, launch in enumerate(trace.launches):
         if not isinstance(launch.kernel, str) or not _dims(launch.grid) or not _dims(launch.block):
             raise ManifestError(f"{where}: launch {number} has no kernel name, grid or block", hint=hint)
+        for kind in ("ranges", "markers", "warps"):
+            if not _aligned(getattr(launch, kind)):
+                raise ManifestError(f"{where}: launch {number} has {kind} of uneven columns", hint=hint)
         for kind in ("ranges", "warps"):
             backwards = _ends_before_start(getattr(launch, kind))
             if backwards is not None:
@@ -112,6 +135,14 @@ def _checked(trace: Trace) -> Trace:
                     hint=hint,
                 )
     return trace
+
+
+def _aligned(columns: Columns) -> bool:
+    """Every optional column is either empty or one value per record."""
+    size = len(columns)
+    return all(
+        len(getattr(columns, c.name)) in (0, size) for c in fields(Columns) if c.name != "end"
+    ) and len(columns.end) in (0, size)
 
 
 def _is_location(value: object) -> bool:
@@ -225,15 +256,21 @@ def _from_json(path: Path) -> Trace:
                 launch.ranges.name.append(r["rangeNameIdx"])
                 launch.ranges.start.append(r["startTs"])
                 launch.ranges.loc.append((r["warpLocIdxs"] or [-1])[0])
+                launch.ranges.kind.append(r.get("rangeType", PUSH_POP))
+                events = r.get("internalEvents") or [{}]
+                payloads.append(launch.ranges, events[0])
+                payloads.append(launch.ranges, events[-1], end=True)
             for m in raw["markers"]:
                 launch.markers.loc.append(m["locIdx"])
                 launch.markers.name.append(m["markerNameIdx"])
                 launch.markers.start.append(m["timestamp"])
+                payloads.append(launch.markers, m)
             for w in raw["warpLifetimes"]:
                 launch.warps.end.append(w["endTs"])
                 launch.warps.loc.append(w["locIdx"])
                 launch.warps.start.append(w["startTs"])
             launches.append(launch)
+        payloads.drop_if_empty([c for launch in launches for c in (launch.ranges, launch.markers)])
         strings, locations = doc["stringTable"], doc["locationTable"]
         if not isinstance(strings, list) or not isinstance(locations, list):
             raise TypeError("stringTable and locationTable must be lists")
@@ -263,24 +300,28 @@ def select(
     cta: tuple[int, int, int] | None = None,
     warp: int | None = None,
     sm: int | None = None,
+    warps: set[int] | None = None,
 ) -> Trace:
     """A trace holding only what matches every given filter.
 
     ``kernel`` is a glob (or substring) on the kernel name, ``launch`` the launch's index in
     the file (0-based), ``range_name`` keeps only ranges of that name (marks stay, so
     their offsets can still find their range), ``cta``/``warp``/``sm`` keep records
-    located there.
+    located there, ``warps`` records of warps with those indices (a role's warps).
     """
     import fnmatch
 
+    located = cta is not None or warp is not None or sm is not None or warps is not None
+
     def wanted_loc(index: int) -> bool:
         if index < 0 or index >= len(trace.locations):
-            return cta is None and warp is None and sm is None
+            return not located
         where = trace.locations[index]
         return (
             (cta is None or tuple(where["ctaId"]) == cta)
             and (warp is None or where["warpId"] == warp)
             and (sm is None or where["smId"] == sm)
+            and (warps is None or where["warpId"] in warps)
         )
 
     name_index = None
@@ -310,8 +351,8 @@ def _keep(columns: Columns, locs: set[int], name: int | None = None) -> Columns:
     if len(rows) == len(columns):
         return columns
     out = Columns()
-    for field_name in ("name", "loc", "start", "end"):
-        source = getattr(columns, field_name)
+    for column in fields(Columns):
+        source = getattr(columns, column.name)
         if len(source):
-            getattr(out, field_name).extend(source[i] for i in rows)
+            getattr(out, column.name).extend(source[i] for i in rows)
     return out

@@ -33,6 +33,8 @@ ARTIFACTS = {
     "perfetto": ".pftrace",
     "html": ".html",
     "pftrace_gz": ".pftrace.gz",
+    # the Perfetto trace with the DAG's arrows (flows) added; the .pftrace stays run-iket's
+    "flows": ".flows.pftrace",
 }
 
 
@@ -74,7 +76,7 @@ DIFF_FORMATS = ("table", "json", "markdown")
 #: ``iket lint --format``.
 LINT_FORMATS = ("text", "json")
 #: ``iket show --by``.
-GROUPINGS = ("kernel", "launch", "cta", "warp", "sm")
+GROUPINGS = ("kernel", "launch", "cta", "warp", "sm", "role")
 #: ``iket diff --stat``.
 DIFF_STATS = ("median", "mean", "p90", "total")
 #: Manifest ``status`` values.
@@ -122,3 +124,38 @@ def raw_manifest(pid_hex: str) -> str:
 # -- iket run ----------------------------------------------------------------------------
 #: Job statuses that fail an ``iket run`` (exit 1); the others are ``ok`` and ``suspect``.
 JOB_FAILING = ("failed", "timeout", "interrupted", "regressed", "error")
+
+# -- IKET events ---------------------------------------------------------------------------
+#: ``rangeType`` of a range: a token range (``range_start``/``range_end``, CuTe DSL: it may
+#: overlap others and span loop iterations) or a stack range (``range_push``/``range_pop``).
+START_END = 1
+PUSH_POP = 2
+RANGE_KINDS = {START_END: "start/end", PUSH_POP: "push/pop"}
+#: ``payloadType`` codes (the decoder's ``IketEvtPayloadType``) and how iket names them.
+PAYLOAD_TYPES = {
+    0: None,
+    1: "i8",
+    2: "u8",
+    3: "i16",
+    4: "u16",
+    5: "i32",
+    6: "u32",
+    7: "i64",
+    9: "fp4",
+    10: "fp8",
+    11: "fp16",
+    12: "bf16",
+    13: "f32",
+    14: "f64",
+    15: "pointer",
+    16: "u64",
+}
+FLOAT_PAYLOADS = {9, 10, 11, 12, 13, 14}
+
+# -- what CuTe DSL workloads write beside the trace -----------------------------------------
+#: ``cutlass.pipeline.profiling.dump_profiling_metadata``: warp roles and pipeline barriers.
+ROLES_NAME = "kernel_symbols.json"
+#: ``iket.dag(name).save()``: dataflow edges between named regions (ranges).
+DAG_SUFFIX = ".iket_dag.json"
+#: Where CuTe DSL writes them when set (else the working directory).
+DUMP_DIR_ENV = "CUTE_DSL_DUMP_DIR"

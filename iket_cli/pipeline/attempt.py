@@ -39,6 +39,7 @@ class Facts:
     postprocess_s: float | None = None
     overhead: dict[str, Any] | None = None
     drift: list[str] = field(default_factory=list)
+    annotations: dict[str, Any] | None = None  # what CuTe DSL wrote beside the trace (profile._collect)
 
     @classmethod
     def begin(cls, argv: list[str]) -> Facts:
@@ -93,6 +94,7 @@ def manifest(
         overhead=facts.overhead,
         warm=ran.warm if ran else None,
         dsl_cache=plan.dsl_cache,
+        annotations=facts.annotations,
         processes=processes,
         **extra,
     )

@@ -36,6 +36,7 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     "overhead": (bool,),
     "warm": (bool,),
     "keep_dsl_cache": (bool,),
+    "roles": (str,),
 }
 TOP_ONLY = {"output": (str,), "jobs": (list,)}
 JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}

@@ -139,8 +139,9 @@ def _run_job(
     options["env"] = env
     if isinstance(options.get("max_buffer"), str):
         options["max_buffer"] = parse_size(options["max_buffer"])
-    if "enabled_cluster_config" in options:
-        options["enabled_cluster_config"] = config.path.parent / options["enabled_cluster_config"]
+    for key in ("enabled_cluster_config", "roles"):  # paths relative to the configuration
+        if key in options:
+            options[key] = config.path.parent / options[key]
     out = root / job.name
     start = time.monotonic()
     try:

@@ -30,11 +30,12 @@ from .finish import finish
 
 def postprocess_capture(
     capture_dir: Path, formats: list[str], *, jobs: int | None = None, progress: pool.Progress | None = None
-) -> tuple[dict[str, Any], list[Outcome]]:
+) -> tuple[dict[str, Any], list[Outcome], list[tuple[str, str]]]:
     """Decode every kept raw capture in ``capture_dir`` and write or update its manifest.
 
-    Returns the manifest and each task's outcome; a task that failed is named in the
-    manifest's ``error`` and leaves the other processes' artifacts in place.
+    Returns the manifest, each task's outcome and warnings (message, hint) about what
+    could not be used; a task that failed is named in the manifest's ``error`` and leaves
+    the other processes' artifacts in place.
     """
     if not capture_dir.is_dir():
         raise UsageError(f"{capture_dir} is not a directory", hint="give a capture made with --keep")
@@ -50,7 +51,7 @@ def postprocess_capture(
 
 def _decode(
     capture_dir: Path, formats: list[str], tasks: list, jobs: int | None, progress: pool.Progress | None
-) -> tuple[dict[str, Any], list[Outcome]]:
+) -> tuple[dict[str, Any], list[Outcome], list[tuple[str, str]]]:
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     for task in tasks:  # what a decode that was killed (kill -9) left half-written
@@ -76,7 +77,7 @@ def _decode(
         record["status"] = "failed"
         record["error"] = record_mod.error_record(decode_error(failed, len(outcomes)))
     manifest_mod.write(capture_dir, record)
-    return record, outcomes
+    return record, outcomes, finished.warnings
 
 
 def decode_error(failed: list[Outcome], tasks: int) -> DecodeError:

@@ -38,7 +38,16 @@ from ..errors import CaptureError, CaptureInterrupted, CaptureKilled, CaptureTim
 from ..model import artifacts
 from ..model import manifest as manifest_mod
 from ..model.folder import Capture
-from ..model.vocab import INTERMEDIATES, LOG_NAME, OVERHEAD_DIR, artifacts_for, formats_for
+from ..model.vocab import (
+    DAG_SUFFIX,
+    DUMP_DIR_ENV,
+    INTERMEDIATES,
+    LOG_NAME,
+    OVERHEAD_DIR,
+    ROLES_NAME,
+    artifacts_for,
+    formats_for,
+)
 from . import attempt
 from .attempt import Facts
 from .finish import finish
@@ -130,6 +139,7 @@ def _capture(
             failure = ran.failure()
             if failure is not None:
                 raise failure
+            facts = replace(facts, annotations=_collect(plan, staging, facts.started.timestamp()))
             facts = replace(facts, postprocess_s=_decode(staging, transcript, formats, cancel))
             if plan.options.overhead:
                 facts = replace(facts, overhead=_overhead(plan, staging, transcript, deadline, cancel))
@@ -248,6 +258,31 @@ def _overhead(
     return record
 
 
+def _collect(plan: Plan, staging: Staging, since: float) -> dict[str, Any] | None:
+    """CuTe DSL's ``kernel_symbols.json`` and ``*.iket_dag.json`` that the workload wrote during
+    this capture (into ``CUTE_DSL_DUMP_DIR`` or its working directory), copied into the capture;
+    ``--roles FILE`` wins over a ``kernel_symbols.json`` found."""
+    folders = [plan.cwd]
+    if plan.env.get(DUMP_DIR_ENV):
+        folders.insert(0, plan.cwd / plan.env[DUMP_DIR_ENV])
+    found: dict[str, Path] = {}
+    for folder in folders:
+        for path in [folder / ROLES_NAME, *sorted(folder.glob(f"*{DAG_SUFFIX}"))]:
+            if path.name not in found and path.is_file() and path.stat().st_mtime >= since - 1:
+                found[path.name] = path
+    if plan.options.roles is not None:
+        found[ROLES_NAME] = Path(plan.options.roles)
+    if not found:
+        return None
+    for name, path in found.items():
+        shutil.copyfile(path, staging.capture_dir / name)
+    return {
+        "roles": ROLES_NAME if ROLES_NAME in found else None,
+        "dags": sorted(name for name in found if name.endswith(DAG_SUFFIX)),
+        "sources": {name: str(path) for name, path in found.items()},
+    }
+
+
 def _drift(staging: Staging, transcript: Transcript) -> list[str]:
     """What differs between the passes (needs the intermediates: before they go)."""
     drifted = drift.check(staging.capture_dir)
@@ -270,6 +305,8 @@ def _publish(plan: Plan, staging: Staging, facts: Facts, formats: list[str], rep
     if "html" in formats:  # the reports count as postprocessing
         facts = replace(facts, postprocess_s=round((facts.postprocess_s or 0) + time.monotonic() - start, 3))
     processes = finished.processes
+    for message, hint in finished.warnings:
+        reporter.warn(message, hint)
     missing = _missing_artifacts(processes, formats)
     if missing:
         raise CaptureError(missing, phase="postprocess")

@@ -6,15 +6,13 @@ everything inline (CSS, JS, data; no CDN, no fetch), so it opens from ``file://`
 
 * the manifest's metadata (command, GPU, versions, phase times);
 * the statistics of ``iket show --format json``, the same numbers, as sortable tables;
-* a canvas timeline per launch: a row per warp grouped by SM and CTA, ranges as bars,
-  marks as ticks, zoom, pan and hover.
+* a canvas timeline per launch: a row per warp grouped by SM and CTA (and labelled with
+  its role where the capture has CuTe DSL's ``kernel_symbols.json``), push/pop ranges as
+  bars by depth, token ranges on a lane of their own per name, marks as ticks, the arrows
+  of the capture's DAGs, payloads on hover, zoom and pan.
 
-Scale: a million-event capture cannot be drawn whole, nor embedded whole in a file people
-mail around. The statistics always cover every event; the timeline embeds at most
-:data:`EVENT_BUDGET` ranges and marks, shared between the launches, each launch keeping
-whole warps in SM/CTA/warp order until its share is used (the page says how many of how
-many it shows). Timestamps are stored relative to the launch start as base64 int32
-arrays: about 21 bytes per range.
+The statistics always cover every event; what the timeline embeds, and how, is
+:mod:`.report_data`'s.
 """
 
 from __future__ import annotations
@@ -22,41 +20,44 @@ from __future__ import annotations
 import base64
 import html
 import json
-import sys
-from array import array
-from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..analysis import flows as flows_mod
 from ..analysis import summary as summary_mod
+from ..analysis.flows import Flow
 from ..analysis.lint import Finding
 from ..errors import UsageError
 from ..model import trace as trace_mod
+from ..model.annotations import Dag, Roles, dags_for, roles_for
 from ..model.folder import find_traces, manifest_of, process_label
-from ..model.vocab import ARTIFACTS, stem
+from ..model.vocab import ARTIFACTS, PAYLOAD_TYPES, stem
+from . import report_data
 
-INT32_MAX = 2**31 - 1
 TEMPLATE = "report_template.html"  # package data beside this module
-EVENT_BUDGET = 300_000  # ranges + marks embedded in the timeline of one report
 EMBED_PERFETTO_MAX = 4 << 20  # gzip'd Perfetto traces up to this size ride along for the button
 _DATA_MARK = "/*IKET-DATA*/null"
 _DATA_OPEN = '<script id="iket-data" type="application/json">'
 
 
-def build(location: Path, *, title: str | None = None) -> str:
+def build(location: Path, *, title: str | None = None, roles_file: Path | None = None) -> str:
     """The report of a capture directory, a manifest or one trace, as HTML text."""
     location = Path(location)
     record = manifest_of(location)
     found = find_traces(location)
     processes = _load(found)
+    roles = roles_for(location, explicit=roles_file)
+    dags = dags_for(location)
+    arrows = flows_mod.flows(processes[0][2], dags) if dags and len(processes) == 1 else []
     data = {
         "kind": "capture",
         "title": title or _title(location, record),
         "meta": _meta(record),
         "stats": _stats(processes),
-        "timelines": _timelines(processes),
+        "timelines": report_data.timelines(processes, roles=roles, flows=arrows),
         "perfetto": _perfetto(found),
+        **_annotations(dags),
     }
     return render(data)
 
@@ -70,7 +71,7 @@ def build_diff(base: Path, new: Path, changes: list[dict[str, Any]], stat: str) 
             {
                 "title": str(location),
                 "meta": _meta(manifest_of(location)),
-                "timelines": _timelines(processes, budget=EVENT_BUDGET // 2),
+                "timelines": report_data.timelines(processes, budget=report_data.EVENT_BUDGET // 2),
             }
         )
     data = {
@@ -79,6 +80,7 @@ def build_diff(base: Path, new: Path, changes: list[dict[str, Any]], stat: str) 
         "stat": stat,
         "changes": changes,
         "sides": sides,
+        **_annotations([]),
     }
     return render(data)
 
@@ -98,10 +100,10 @@ def embedded(page: Path) -> dict[str, Any]:
     return json.loads(text[start : text.index("</script>", start)].replace("<\\/", "</"))
 
 
-def write(location: Path, out: Path, *, title: str | None = None) -> Path:
+def write(location: Path, out: Path, *, title: str | None = None, roles_file: Path | None = None) -> Path:
     """Write the report of ``location`` to ``out`` atomically."""
     check_output(out)  # before the work, not after it
-    return write_text(out, build(location, title=title))
+    return write_text(out, build(location, title=title, roles_file=roles_file))
 
 
 def check_output(out: Path) -> Path:
@@ -127,12 +129,18 @@ def process_page(
     process: dict[str, Any],
     loaded: trace_mod.Trace,
     findings: list[Finding],
+    *,
+    roles: Roles | None = None,
+    dags: list[Dag] | None = None,
+    flows: list[Flow] | None = None,
 ) -> Path:
     """Write ``iket_pid_<hex>.html`` for one process of a capture (``--postprocess html``).
 
     ``record`` is the manifest as it stands (it may not be on disk yet); ``loaded`` and
     ``findings`` are the process's trace and its lint findings, loaded and linted once by
-    the caller. The page shows the capture's metadata and that one process.
+    the caller; ``roles``, ``dags`` and ``flows`` (CuTe DSL's warp roles and the arrows of
+    its DAGs) label the rows and draw the arrows. The page shows the capture's metadata
+    and that one process.
     """
     name = stem(process["pid_hex"])
     shown = Path(process["artifacts"]["trace_json"]["path"])  # relative: the capture may still be staged
@@ -142,10 +150,20 @@ def process_page(
         "title": f"{name} · {record['target'].get('display', '')}".strip(" ·"),
         "meta": _meta(record),
         "stats": _stats(one, findings),
-        "timelines": _timelines(one),
+        "timelines": report_data.timelines(one, roles=roles, flows=flows),
         "perfetto": _perfetto_file(capture_dir / (name + ARTIFACTS["pftrace_gz"])),
+        **_annotations(dags),
     }
     return write_text(capture_dir / (name + ARTIFACTS["html"]), render(data))
+
+
+def _annotations(dags: list[Dag] | None) -> dict[str, Any]:
+    """What every page carries to name payload types and label arrows."""
+    edges = [edge for dag in dags or [] for edge in dag.edges]
+    return {
+        "payload_types": {str(code): name for code, name in PAYLOAD_TYPES.items() if name},
+        "edges": [{"source": e.source, "target": e.target, "label": e.label, "via": e.via} for e in edges],
+    }
 
 
 # -- the parts of the payload ------------------------------------------------------------
@@ -188,92 +206,6 @@ def _stats(
     for label, path, loaded in processes:
         summaries += summary_mod.summarize_loaded(label, path, loaded, findings=findings)
     return summary_mod.to_json(summaries)["processes"]
-
-
-def _timelines(
-    processes: list[tuple[str, Path, trace_mod.Trace]], *, budget: int | None = None
-) -> list[dict[str, Any]]:
-    budget = budget or EVENT_BUDGET
-    launches = sum(len(t.launches) for _, _, t in processes) or 1
-    share = max(budget // launches, 1)
-    return [
-        {
-            "process": label,
-            "launches": [_launch(loaded, n, launch, share) for n, launch in enumerate(loaded.launches)],
-        }
-        for label, _, loaded in processes
-    ]
-
-
-def _launch(loaded: trace_mod.Trace, number: int, launch: trace_mod.Launch, budget: int) -> dict[str, Any]:
-    """One launch for the timeline: whole warps, in SM/CTA/warp order, within ``budget``."""
-    locations = loaded.locations
-    used = set(launch.warps.loc) | set(launch.ranges.loc) | set(launch.markers.loc)
-
-    def where(loc: int) -> tuple:
-        info = locations[loc] if 0 <= loc < len(locations) else {}
-        return (info.get("smId", -1), tuple(info.get("ctaId", (-1, -1, -1))), info.get("warpId", -1))
-
-    order = sorted(used, key=lambda loc: (where(loc), loc))
-    per_row = Counter(launch.ranges.loc) + Counter(launch.markers.loc)  # events per warp
-    kept, events = [], 0
-    for loc in order:
-        if kept and events + per_row[loc] > budget:
-            break
-        kept.append(loc)
-        events += per_row[loc]
-    row_of = {loc: row for row, loc in enumerate(kept)}
-    r, m, w = launch.ranges, launch.markers, launch.warps
-    starts = [min(c) for c in (w.start, r.start, m.start) if len(c)]
-    origin = min(starts, default=0)
-    span = max((max(c) for c in (w.end, r.end, m.start) if len(c)), default=origin) - origin
-    # The page reads int32s: a launch longer than 2.1 s is stored in units of `unit` ns.
-    unit = max(1, -(-span // INT32_MAX))
-    names: dict[int, int] = {}
-
-    def name(index: int) -> int:
-        return names.setdefault(index, len(names))
-
-    ranges, marks, warps = array("i"), array("i"), array("i")
-    for i in range(len(r)):
-        row = row_of.get(r.loc[i])
-        if row is not None:
-            start, end = (r.start[i] - origin) // unit, (r.end[i] - origin) // unit
-            ranges.extend((row, name(r.name[i]), start, end - start))
-    for i in range(len(m)):
-        row = row_of.get(m.loc[i])
-        if row is not None:
-            marks.extend((row, name(m.name[i]), (m.start[i] - origin) // unit))
-    for i in range(len(w)):
-        row = row_of.get(w.loc[i])
-        if row is not None:
-            warps.extend((row, (w.start[i] - origin) // unit, (w.end[i] - origin) // unit))
-    return {
-        "index": number,
-        "kernel": launch.kernel,
-        "grid": list(launch.grid),
-        "block": list(launch.block),
-        "span": span,
-        "unit": unit,
-        "rows": [list(where(loc)) for loc in kept],
-        "names": [loaded.name(index) for index in names],
-        "ranges": _b64(ranges),
-        "marks": _b64(marks),
-        "warps": _b64(warps),
-        "total_rows": len(order),
-        "total_ranges": len(r),
-        "total_marks": len(m),
-        "shown_ranges": len(ranges) // 4,
-        "shown_marks": len(marks) // 3,
-    }
-
-
-def _b64(values: array) -> str:
-    """Little-endian int32s (the page reads them with an Int32Array), base64."""
-    if sys.byteorder != "little":
-        values = array(values.typecode, values)
-        values.byteswap()
-    return base64.b64encode(values.tobytes()).decode("ascii")
 
 
 def _perfetto(found: list[tuple[str, Path]]) -> dict | None:

@@ -184,3 +184,72 @@ RENDERERS: dict[str, Callable[[list[dict], IO[str]], None]] = {
     "markdown": render_markdown,
     "table": render_table,
 }
+
+
+# -- iket show --payload -------------------------------------------------------------------
+PAYLOAD_COLUMNS = ("process", "kernel", "kind", "name", "types", "count", "distinct", "values", "min", "max")
+
+
+def payload_rows(processes: list[dict]) -> list[dict]:
+    """One flat row per (process, kernel, kind, name) with payloads."""
+    return [
+        {"process": p["process"], **row.to_dict(), "types": "/".join(row.types)}
+        for p in processes
+        for row in p["payloads"]
+    ]
+
+
+def _values(row: dict) -> str:
+    if row["values"] is not None:
+        return ", ".join(_number(v) for v in row["values"])
+    return f"{_number(row['min'])} .. {_number(row['max'])}"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+
+
+def render_payloads(processes: list[dict], fmt: str, out: IO[str]) -> None:
+    """The payload table in ``fmt`` (one of ``vocab.SHOW_FORMATS``)."""
+    rows = payload_rows(processes)
+    if fmt == "json":
+        data = [{**p, "payloads": [r.to_dict() for r in p["payloads"]]} for p in processes]
+        out.write(json.dumps({"processes": data}, indent=2) + "\n")
+        return
+    if fmt == "csv":
+        import csv
+
+        writer = csv.DictWriter(out, fieldnames=PAYLOAD_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(
+            {k: (v if k != "values" or v is None else ";".join(map(_number, v))) for k, v in r.items()}
+            for r in rows
+        )
+        return
+    header = ["process", "kernel", "kind", "name", "type", "count", "values (distinct) or min .. max"]
+    cells = [
+        [
+            r["process"],
+            r["kernel"],
+            r["kind"],
+            r["name"],
+            r["types"],
+            f"{r['count']:,}",
+            f"{_values(r)} ({r['distinct']:,})",
+        ]
+        for r in rows
+    ]
+    if fmt == "markdown":
+        out.write("| " + " | ".join(header) + " |\n|" + " --- |" * len(header) + "\n")
+        out.writelines("| " + " | ".join(c) + " |\n" for c in cells)
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="payloads per event name (ranges: at range_start)", title_justify="left")
+    for column in header:
+        table.add_column(column, justify="right" if column == "count" else "left")
+    for row in cells:
+        table.add_row(*(escape(c) for c in row))
+    Console(file=out, width=160).print(table)

@@ -72,6 +72,7 @@ def expected(doc: dict) -> dict:
             "name": [r["rangeNameIdx"] for r in doc["ranges"]],
             "start": [r["startTs"] for r in doc["ranges"]],
             "loc": [(r["warpLocIdxs"] or [-1])[0] for r in doc["ranges"]],
+            "kind": [r["rangeType"] for r in doc["ranges"]],
         },
         "warps": {
             "end": [w["endTs"] for w in doc["warpLifetimes"]],

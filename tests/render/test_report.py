@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.render import report
+from iket_cli.render import report, report_data
 
 from conftest import FIXTURES, run_iket
 
@@ -53,7 +53,7 @@ def test_multi_has_four_launches_with_their_ranges(tmp_path):
 
 
 def test_a_big_launch_keeps_whole_warps_within_the_budget(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "EVENT_BUDGET", 4 * 40)  # 40 events per launch of multi
+    monkeypatch.setattr(report_data, "EVENT_BUDGET", 4 * 40)  # 40 events per launch of multi
     data = report.embedded(report.write(FIXTURES / "multi", tmp_path / "m.html"))
     first = data["timelines"][0]["launches"][0]
     assert first["total_rows"] == 16 and len(first["rows"]) == 5, "8 events per warp: 5 warps fit in 40"
@@ -132,7 +132,7 @@ def _ints(b64: str) -> list[int]:
 
 
 def test_ints_helper_reads_what_the_page_reads():
-    assert _ints(report._b64(__import__("array").array("i", [1, -2, 3]))) == [1, -2, 3]
+    assert _ints(report_data._b64(__import__("array").array("i", [1, -2, 3]))) == [1, -2, 3]
 
 
 def test_an_output_in_a_missing_folder_is_one_line(tmp_path):

@@ -6,6 +6,7 @@ Skipped where Chromium or Playwright is missing; ``.ci/run`` installs both.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -115,5 +116,53 @@ def test_diff_report_has_two_timelines(browser, tmp_path):
         assert (page.bars(0), page.bars(1)) == (1, 1)
         assert "affine" in page.page.locator("table.stats").first.inner_text()
         assert page.errors == []
+    finally:
+        page.close()
+
+
+def most_overlapping_tokens(folder: Path) -> int:
+    """The most token ranges of one warp that are open at one instant: the lanes they need."""
+    doc = json.loads(next(folder.glob("*.trace.json")).read_text())
+    most = 0
+    for launch in doc["launches"]:
+        per_warp: dict = {}
+        for r in launch["ranges"]:
+            if r["rangeType"] == 1:
+                per_warp.setdefault(tuple(r["warpLocIdxs"]), []).append((r["startTs"], r["endTs"]))
+        for spans in per_warp.values():
+            edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])  # ends first
+            open_now = 0
+            for _, step in edges:
+                open_now += step
+                most = max(most, open_now)
+    return most
+
+
+def test_cute_pipeline_report_draws_lanes_roles_payloads_and_arrows(browser, tmp_path):
+    """The H200 capture of examples/cute_pipeline.py: token ranges on lanes of their own, rows
+    labelled by warp role, the DAG's load -> reduce arrows, payloads on hover."""
+    page = Page(browser, report.write(FIXTURES / "cute_pipeline", tmp_path / "cute.html"))
+    try:
+        panel = "window.iketReport.panels[0]"
+        assert page.page.evaluate(f"[...{panel}.l.tokenNames].length") == 3, "load, tile, wait: token ranges"
+        assert page.page.evaluate(f"{panel}.l.lanes") == most_overlapping_tokens(FIXTURES / "cute_pipeline")
+        assert int(page.page.evaluate(f"{panel}.canvas.dataset.arrows")) > 0, "arrows drawn"
+        assert (
+            "1,024 arrows: load → reduce (smem[stage] via mbarrier)"
+            in page.page.locator(".legend").inner_text()
+        )
+        where = page.page.evaluate(f"{panel}.locate('load')")
+        page.page.mouse.move(where["x"], where["y"])
+        tip = page.page.locator("#tip")
+        tip.wait_for(state="visible", timeout=5000)
+        text = tip.inner_text()
+        assert "load (range_start/range_end)" in text and "payload (i32): 0" in text and "(Producer)" in text
+        page.page.evaluate(f"{panel}.start = 0; {panel}.end = 30000; {panel}.draw()")  # the first tiles
+        page.page.screenshot(path=str(tmp_path / "cute.png"), full_page=False)
+        keep = Path(__file__).resolve().parents[2] / "docs" / "report_cute.png"
+        if keep.parent.is_dir() and __import__("os").environ.get("IKET_KEEP_SCREENSHOT"):
+            shutil.copy(tmp_path / "cute.png", keep)
+        assert page.errors == []
+        assert all(url.startswith("file://") for url in page.requests), page.requests
     finally:
         page.close()

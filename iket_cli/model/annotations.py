@@ -1,0 +1,114 @@
+"""What CuTe DSL workloads write beside their trace: warp roles and dataflow DAGs.
+
+* ``kernel_symbols.json`` (``cutlass.pipeline.profiling.dump_profiling_metadata``): each
+  ``WarpScope`` of a warp-specialised kernel, ``{"warps": {"Producer": {"warp_start": 0,
+  "warp_end": 1}, ...}}`` (the end is exclusive), and its pipeline barriers' stages.
+* ``<name>.iket_dag.json`` (``iket.dag(name)...save()``): ``{"name", "regions", "edges":
+  [{"source", "target", "label"?, "via"?}]}``, regions named as the kernel's ranges.
+
+Both are read and checked here; a file that is not what it says is a one-line error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ManifestError
+from .vocab import DAG_SUFFIX, ROLES_NAME
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Warp index within its CTA -> role name."""
+
+    warps: dict[str, tuple[int, int]]  # role -> [warp_start, warp_end)
+    barriers: dict[str, Any]
+    path: Path | None = None
+
+    def role(self, warp_id: int) -> str | None:
+        for name, (first, end) in self.warps.items():
+            if first <= warp_id < end:
+                return name
+        return None
+
+
+def read_roles(path: Path) -> Roles:
+    """Read a ``kernel_symbols.json``."""
+    data = _json(path, "warp roles (kernel_symbols.json)")
+    warps = data.get("warps", {}) if isinstance(data, dict) else None
+    if not isinstance(warps, dict):
+        raise ManifestError(f"{path} has no warps table", hint="give the kernel_symbols.json CuTe DSL wrote")
+    roles: dict[str, tuple[int, int]] = {}
+    for name, span in warps.items():
+        first, end = (span or {}).get("warp_start"), (span or {}).get("warp_end")
+        if not isinstance(first, int) or not isinstance(end, int) or end <= first:
+            raise ManifestError(f"{path}: role {name!r} has no warp_start < warp_end")
+        roles[name] = (first, end)
+    barriers = data.get("barriers", {})
+    return Roles(roles, barriers if isinstance(barriers, dict) else {}, Path(path))
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    label: str | None = None
+    via: str | None = None
+
+
+@dataclass(frozen=True)
+class Dag:
+    name: str
+    edges: list[Edge]
+    path: Path | None = None
+
+
+def read_dag(path: Path) -> Dag:
+    """Read a ``*.iket_dag.json``."""
+    data = _json(path, "a DAG (*.iket_dag.json)")
+    edges = data.get("edges") if isinstance(data, dict) else None
+    if not isinstance(edges, list):
+        raise ManifestError(f"{path} has no edges list", hint="give the file iket.dag(...).save() wrote")
+    found = []
+    for number, edge in enumerate(edges):
+        if not isinstance(edge, dict) or not all(isinstance(edge.get(k), str) for k in ("source", "target")):
+            raise ManifestError(f"{path}: edges[{number}] has no source and target region")
+        label, via = edge.get("label"), edge.get("via")
+        found.append(Edge(edge["source"], edge["target"], _text(label), _text(via)))
+    return Dag(str(data.get("name") or Path(path).name.removesuffix(DAG_SUFFIX)), found, Path(path))
+
+
+def capture_folder(location: Path) -> Path:
+    """The folder a capture location (directory, manifest or trace file) lives in."""
+    location = Path(location)
+    return location if location.is_dir() else location.parent
+
+
+def roles_for(location: Path, explicit: Path | None = None) -> Roles | None:
+    """The warp roles of a capture: ``explicit`` (``--roles FILE``), else its own file."""
+    if explicit is not None:
+        return read_roles(explicit)
+    found = capture_folder(location) / ROLES_NAME
+    return read_roles(found) if found.is_file() else None
+
+
+def dags_for(location: Path) -> list[Dag]:
+    """The DAGs a capture holds (collected from the workload's dump folder)."""
+    folder = capture_folder(location)
+    return [read_dag(path) for path in sorted(folder.glob(f"*{DAG_SUFFIX}"))]
+
+
+def _json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ManifestError(f"{path} does not exist", hint=f"give {what}") from None
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        raise ManifestError(f"{path} is not {what}: {error}") from None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

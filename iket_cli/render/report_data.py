@@ -1,0 +1,161 @@
+"""The timeline data an HTML report embeds: rows, ranges, marks, lanes, payloads and arrows.
+
+A million-event capture cannot be drawn whole, nor embedded whole in a file people mail
+around: the timeline embeds at most a budget of ranges and marks, shared between the
+launches, each launch keeping whole warps in SM/CTA/warp order until its share is used.
+Times are stored relative to the launch start as base64 little-endian int32 arrays (about
+21 bytes per range); a launch longer than 2.1 s is stored in coarser units. Alongside, per
+launch and only where the capture has them:
+
+* ``kinds``: each range's type (push/pop, or a token range drawn on a lane of its own);
+* ``rp``/``rpt``, ``mp``/``mpt``: payload values (float64) and types of ranges and marks;
+* ``flows``: (source, target, edge) triples of embedded ranges: the DAG's arrows;
+* each row's warp role, from ``kernel_symbols.json``.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from array import array
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..analysis.flows import Flow
+from ..model import trace as trace_mod
+from ..model.annotations import Roles
+
+EVENT_BUDGET = 300_000  # ranges + marks embedded in the timeline of one report
+INT32_MAX = 2**31 - 1
+
+Loaded = tuple[str, Path, trace_mod.Trace]
+
+
+def timelines(
+    processes: list[Loaded],
+    *,
+    budget: int | None = None,
+    roles: Roles | None = None,
+    flows: list[Flow] | None = None,
+) -> list[dict[str, Any]]:
+    """Per process, per launch: what the page's timeline draws."""
+    budget = budget or EVENT_BUDGET
+    launches = sum(len(t.launches) for _, _, t in processes) or 1
+    share = max(budget // launches, 1)
+    by_launch: dict[int, list[Flow]] = {}
+    for flow in flows or []:
+        by_launch.setdefault(flow.launch, []).append(flow)
+    return [
+        {
+            "process": label,
+            "launches": [
+                _launch(loaded, n, launch, share, roles, by_launch.get(n, []))
+                for n, launch in enumerate(loaded.launches)
+            ],
+        }
+        for label, _, loaded in processes
+    ]
+
+
+def _launch(
+    loaded: trace_mod.Trace,
+    number: int,
+    launch: trace_mod.Launch,
+    budget: int,
+    roles: Roles | None,
+    flows: list[Flow],
+) -> dict[str, Any]:
+    """One launch for the timeline: whole warps, in SM/CTA/warp order, within ``budget``."""
+    locations = loaded.locations
+    used = set(launch.warps.loc) | set(launch.ranges.loc) | set(launch.markers.loc)
+
+    def where(loc: int) -> tuple:
+        info = locations[loc] if 0 <= loc < len(locations) else {}
+        return (info.get("smId", -1), tuple(info.get("ctaId", (-1, -1, -1))), info.get("warpId", -1))
+
+    order = sorted(used, key=lambda loc: (where(loc), loc))
+    per_row = Counter(launch.ranges.loc) + Counter(launch.markers.loc)  # events per warp
+    kept, events = [], 0
+    for loc in order:
+        if kept and events + per_row[loc] > budget:
+            break
+        kept.append(loc)
+        events += per_row[loc]
+    row_of = {loc: row for row, loc in enumerate(kept)}
+    r, m, w = launch.ranges, launch.markers, launch.warps
+    starts = [min(c) for c in (w.start, r.start, m.start) if len(c)]
+    origin = min(starts, default=0)
+    span = max((max(c) for c in (w.end, r.end, m.start) if len(c)), default=origin) - origin
+    # The page reads int32s: a launch longer than 2.1 s is stored in units of `unit` ns.
+    unit = max(1, -(-span // INT32_MAX))
+    names: dict[int, int] = {}
+
+    def name(index: int) -> int:
+        return names.setdefault(index, len(names))
+
+    ranges, marks, warps = array("i"), array("i"), array("i")
+    shown: dict[int, int] = {}  # range index -> its position among the embedded ranges
+    for i in range(len(r)):
+        row = row_of.get(r.loc[i])
+        if row is not None:
+            start, end = (r.start[i] - origin) // unit, (r.end[i] - origin) // unit
+            shown[i] = len(ranges) // 4
+            ranges.extend((row, name(r.name[i]), start, end - start))
+    shown_marks = [i for i in range(len(m)) if m.loc[i] in row_of]
+    for i in shown_marks:
+        marks.extend((row_of[m.loc[i]], name(m.name[i]), (m.start[i] - origin) // unit))
+    for i in range(len(w)):
+        row = row_of.get(w.loc[i])
+        if row is not None:
+            warps.extend((row, (w.start[i] - origin) // unit, (w.end[i] - origin) // unit))
+    return {
+        "index": number,
+        "kernel": launch.kernel,
+        "grid": list(launch.grid),
+        "block": list(launch.block),
+        "span": span,
+        "unit": unit,
+        "rows": [[*where(loc)[:2], where(loc)[2], _role(roles, where(loc)[2])] for loc in kept],
+        "names": [loaded.name(index) for index in names],
+        "ranges": _b64(ranges),
+        "marks": _b64(marks),
+        "warps": _b64(warps),
+        "kinds": _column(r.kind, list(shown), "i") if any(k != 2 for k in r.kind) else None,
+        "rp": _column(r.pval, list(shown), "d") if r.has_payloads else None,
+        "rpt": _column(r.ptype, list(shown), "i") if r.has_payloads else None,
+        "mp": _column(m.pval, shown_marks, "d") if m.has_payloads else None,
+        "mpt": _column(m.ptype, shown_marks, "i") if m.has_payloads else None,
+        "flows": _flows(flows, shown),
+        "total_rows": len(order),
+        "total_ranges": len(r),
+        "total_marks": len(m),
+        "shown_ranges": len(ranges) // 4,
+        "shown_marks": len(marks) // 3,
+    }
+
+
+def _role(roles: Roles | None, warp: int) -> str | None:
+    return roles.role(warp) if roles is not None and warp >= 0 else None
+
+
+def _column(values: array, indices: list[int], typecode: str) -> str:
+    """The values at ``indices``, as a base64 array of ``typecode`` (i: int32, d: float64)."""
+    return _b64(array(typecode, (values[i] for i in indices)))
+
+
+def _flows(flows: list[Flow], shown: dict[int, int]) -> str | None:
+    """(source, target, edge) of each arrow whose two ranges are both embedded."""
+    packed = array("i")
+    for flow in flows:
+        if flow.source in shown and flow.target in shown:
+            packed.extend((shown[flow.source], shown[flow.target], flow.edge))
+    return _b64(packed) if packed else None
+
+
+def _b64(values: array) -> str:
+    """Little-endian values (the page reads them as typed arrays), base64."""
+    if sys.byteorder != "little":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return base64.b64encode(values.tobytes()).decode("ascii")

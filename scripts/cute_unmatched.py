@@ -1,0 +1,44 @@
+"""A CuTe DSL probe (not an example): what IKET records for ranges that are never closed.
+
+Warp 0 of each CTA starts a token range ``open`` and pushes ``dangling`` and never ends
+either; every warp then records a matched ``closed`` token range and a ``value`` mark whose
+payload type changes between warps (Int32 in even warps, Float32 in odd ones). Run by
+``scripts/gpu_run.sh cute``; its capture shows how the decoder writes unmatched events, which
+``iket lint`` reports.
+"""
+
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.experimental import iket
+
+
+@cute.kernel
+def unmatched_kernel():
+    tidx, _, _ = cute.arch.thread_idx()
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    if warp == 0:
+        iket.range_start("open")
+        iket.range_push("dangling")
+    closed = iket.range_start("closed")
+    iket.range_end(closed)
+    if warp % 2 == 0:
+        iket.mark("value", cutlass.Int32(tidx))
+    else:
+        iket.mark("value", cutlass.Float32(tidx))
+
+
+@cute.jit
+def unmatched():
+    unmatched_kernel().launch(grid=(2, 1, 1), block=(128, 1, 1))
+
+
+def workload():
+    import torch
+
+    cute.compile(unmatched)()
+    torch.cuda.synchronize()
+    print("cute unmatched probe ran")
+
+
+if __name__ == "__main__":
+    workload()
