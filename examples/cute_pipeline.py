@@ -50,7 +50,7 @@ def rowsum_kernel(gX: cute.Tensor, gP: cute.Tensor):
     m0 = bidx * TILE_M
     k_tiles = K // TILE_K
 
-    storage = cutlass.utils.SmemAllocator().allocate(SharedStorage)
+    storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)
     ring = storage.tiles.get_tensor(
         cute.make_layout((TILE_M, TILE_K, STAGES), stride=(TILE_K, 1, TILE_M * TILE_K))
     )

@@ -1,10 +1,14 @@
-"""A CuTe DSL probe (not an example): what IKET records for ranges that are never closed.
+"""A CuTe DSL probe (not an example): what IKET records for ranges never closed and for an
+event name given two payload types.
 
 Warp 0 of each CTA starts a token range ``open`` and pushes ``dangling`` and never ends
 either; every warp then records a matched ``closed`` token range and a ``value`` mark whose
-payload type changes between warps (Int32 in even warps, Float32 in odd ones). Run by
-``scripts/gpu_run.sh cute``; its capture shows how the decoder writes unmatched events, which
-``iket lint`` reports.
+payload type changes between warps (Int32 in even warps, Float32 in odd ones). On the H200
+(run-iket 4.8.1) the decoder drops ``open`` and ``dangling`` without a word, and writes every
+``value`` as i32, the Float32 ones as their bit patterns: neither shows in the trace. iket
+lints both, from the raw capture and from the payload types its start-up hook noted as the
+kernel compiled (``tests/fixtures/cute_unmatched`` is this capture; ``scripts/gpu_cute.py``
+runs it).
 """
 
 import cutlass

@@ -140,6 +140,13 @@ def test_show_equals_a_recount(work, example, form):
 def test_payloads_and_roles_of_the_pipeline(work):
     record, process, path = capture(work, "cute_pipeline.py", "roles")
     assert record["annotations"]["roles"] == "kernel_symbols.json"
+    assert {(s["op"], s["name"]) for s in process["payload_sites"]} >= {
+        ("range_start", "load"),
+        ("mark", "stage_full"),
+    }
+    assert not [f for f in record.get("lint", []) if f["code"] in ("payload-type", "unmatched")], record[
+        "lint"
+    ]
     assert any(dag.endswith(".iket_dag.json") for dag in record["annotations"]["dags"])
     assert process["flows"] > 0 and (work / "roles" / process["artifacts"]["flows"]["path"]).exists()
     by_role = iket("show", "roles", "--by", "role", "--format", "json", cwd=work)
@@ -159,12 +166,17 @@ def test_payloads_and_roles_of_the_pipeline(work):
 
 
 def test_unmatched_and_mixed_payloads_are_linted(work):
-    """The probe leaves a range_start and a range_push open and mixes Int32/Float32 payloads."""
+    """The probe leaves a range_start and a range_push open and mixes Int32/Float32 payloads;
+    the trace shows neither (the decoder drops the first and relabels the second)."""
     proc = iket("profile", "cute_unmatched.py", "-o", "unmatched", "--keep", cwd=work)
     keep("unmatched", work / "unmatched")
     assert proc.returncode == 0, proc.stderr
+    assert "[unmatched]" in proc.stderr and "[payload-type]" in proc.stderr, "told at capture"
     result = iket("lint", "unmatched", "--format", "json", cwd=work)
-    print(result.stdout)
     (process,) = json.loads(result.stdout)["processes"]
-    found = {f["code"] for f in process["findings"]}
-    assert "payload-type" in found and "unmatched" in found, found
+    found = {(f["code"], f["message"].split(":")[0]) for f in process["findings"]}
+    assert found >= {
+        ("payload-type", "'value' is compiled with payloads of types f32, i32"),
+        ("unmatched", "range_start or range_end of 'open' without its partner"),
+        ("unmatched", "range_push('dangling') never popped"),
+    }, found

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
 #   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|bench|all|x2]
-#   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README)
+#   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
+#                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +48,7 @@ if [[ $part == cute ]]; then  # issue 16: the CuTe DSL examples captured and che
   echo "== iket doctor"; python3 -m iket_cli doctor | tee "$keep/doctor_cute.txt" | grep -i -A3 "cute"
   echo "== CuTe DSL checks"
   IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_cute.py -v -s -p no:cacheprovider -o addopts="" \
-    > "$keep/gpu_cute.log" 2>&1
+    ${CUTE_K:+-k "$CUTE_K"} > "$keep/gpu_cute.log" 2>&1
   grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_cute.log" | tail -14
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
 fi

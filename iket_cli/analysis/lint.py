@@ -7,22 +7,39 @@
 * ``long-name``: a name within 4 bytes of IKET's 32-byte limit (longer ones are refused);
 * ``resolution``: most of a kernel's ranges last no more than one step of the GPU timer
   (32 ns on the H200), so their durations are mostly quantisation;
-* ``payload-type``: an event name recorded with payloads of different types (or with and
-  without one), or a token range whose end carries another type than its start: its
-  values cannot be read together.
+* ``payload-type``: an event name given payloads of different types (or with and without
+  one), or a token range whose end carries another type than its start. IKET keeps one
+  payload type per name and reads every value with it, so the trace cannot show this: the
+  types come from iket's start-up hook, which notes them as CuTe DSL compiles the kernel
+  (the manifest's ``payload_sites``); a trace that does show two types is flagged too;
+* ``unmatched``: a ``range_start`` whose token never reached ``range_end``, a ``range_push``
+  never popped, a ``range_pop`` without a push. The decoder drops them silently; the raw
+  capture still counts them (:mod:`iket_cli.decode.rawevents`), so this needs the raw capture
+  (``--keep``, or right after a capture, when iket records the finding in the manifest).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
+from ..decode import rawevents
+from ..model.folder import beside
 from ..model.trace import Trace
-from ..model.vocab import PAYLOAD_TYPES, TIMER_STEP_NS
+from ..model.vocab import PAYLOAD_TYPES, PUSH_POP, START_END, TIMER_STEP_NS
 from .payloads import type_conflicts
 
 NAME_LIMIT_BYTES = 32
 NAME_MARGIN_BYTES = 4
 MAX_CHEAP_NAMES = 30
+#: Findings that need the raw capture: recorded in the manifest, they stand once it is gone.
+RAW_CODES = ("unmatched",)
+UNMATCHED_HINT = (
+    "end every range_start's token with range_end on every path (a sentinel_token carries one "
+    "across loop iterations) and pop every push before the kernel returns"
+)
 CACHE_HINT = (
     "a kernel loaded from a compile cache is not instrumented: set CUTE_DSL_NO_CACHE=1 or "
     "CUTE_DSL_DISABLE_FILE_CACHING=1 for CuTe DSL, or clear the TIRx cache"
@@ -40,9 +57,32 @@ class Finding:
         return asdict(self)
 
 
-def lint(trace: Trace) -> list[Finding]:
-    """Every finding for ``trace``, kernel by kernel, in launch order."""
-    findings: list[Finding] = []
+def lint_file(path: Path, trace: Trace) -> list[Finding]:
+    """:func:`lint` of the trace at ``path`` with what its capture folder adds: the payload
+    types compiled, the raw capture's counts, or else the raw findings recorded at capture."""
+    found = beside(path)
+    raw = rawevents.read(found.raw) if found.raw else None
+    sites = (found.process or {}).get("payload_sites")
+    findings = lint(trace, raw=raw, sites=sites)
+    if raw is None:
+        findings += [
+            Finding(f["code"], f["kernel"], f["message"], f["hint"])
+            for f in found.recorded_lint
+            if f.get("code") in RAW_CODES
+        ]
+    return findings
+
+
+def lint(
+    trace: Trace,
+    *,
+    raw: rawevents.RawEvents | None = None,
+    sites: list[dict[str, Any]] | None = None,
+) -> list[Finding]:
+    """Every finding for ``trace``, kernel by kernel, in launch order; ``raw`` (the raw
+    capture's event counts) adds ``unmatched``, ``sites`` (the payload types compiled)
+    the ``payload-type`` findings the trace cannot show."""
+    findings: list[Finding] = _compiled_payload_types(trace, sites or [])
     kernels: dict[str, list] = {}
     for number, launch in enumerate(trace.launches):
         kernels.setdefault(launch.kernel, []).append(launch)
@@ -57,6 +97,8 @@ def lint(trace: Trace) -> list[Finding]:
             )
     for kernel, launches in kernels.items():
         findings += _payload_types(trace, kernel, launches)
+        if raw is not None and kernel in raw.kernels:
+            findings += _unmatched(trace, kernel, launches, raw)
         names = {
             trace.name(i)
             for launch in launches
@@ -116,4 +158,74 @@ def _payload_types(trace: Trace, kernel: str, launches: list) -> list[Finding]:
             "its values are read together",
         )
         for (kind, index), types in conflicts.items()
+    ]
+
+
+def _compiled_payload_types(trace: Trace, sites: list[dict[str, Any]]) -> list[Finding]:
+    """One finding per event name compiled with payloads of several types (or with and
+    without one); the kernel is the one whose trace holds the name, where one does."""
+    types: dict[str, set[str]] = {}
+    for site in sites:
+        types.setdefault(site["name"], set()).add(site["type"] or "none")
+    found = []
+    for name, kinds in sorted(types.items()):
+        if len(kinds) < 2:
+            continue
+        index = trace.strings.index(name) if name in trace.strings else -1
+        kernel = next(
+            (
+                launch.kernel
+                for launch in trace.launches
+                if index in set(launch.ranges.name) or index in set(launch.markers.name)
+            ),
+            "",
+        )
+        found.append(
+            Finding(
+                "payload-type",
+                kernel,
+                f"{name!r} is compiled with payloads of types {', '.join(sorted(kinds))}: IKET keeps "
+                "one type per name and reads every value as that type, so the others are misread",
+                "give each event name one payload type (a range_end the same as its range_start)",
+            )
+        )
+    return found
+
+
+def _unmatched(trace: Trace, kernel: str, launches: list, raw: rawevents.RawEvents) -> list[Finding]:
+    """Raw events of ``kernel`` that no decoded range accounts for; nothing when the raw counts
+    disagree with the trace in a way pairing cannot explain (the raw layout was misread)."""
+    decoded: Counter = Counter()
+    marks: Counter = Counter()
+    for launch in launches:
+        for name, kind in zip(launch.ranges.name, launch.ranges.kind, strict=True):
+            decoded[(trace.name(name), int(kind))] += 1
+        for name in launch.markers.name:
+            marks[trace.name(name)] += 1
+    counts = raw.kernels[kernel]
+    recorded_marks = Counter({n: c for (n, pos), c in counts.items() if pos == rawevents.MARK})
+    if recorded_marks != marks:
+        return []
+    loose: list[tuple[str, int]] = []
+    for (name, position), count in sorted(counts.items()):
+        if position == rawevents.START_END:
+            extra = count - 2 * decoded[(name, START_END)]
+            loose.append((f"range_start or range_end of {name!r} without its partner", extra))
+        elif position == rawevents.PUSH:
+            loose.append((f"range_push({name!r}) never popped", count - decoded[(name, PUSH_POP)]))
+        elif position == rawevents.POP:
+            pushed = sum(c for (_, kind), c in decoded.items() if kind == PUSH_POP)
+            loose.append(("range_pop() without a range_push", count - pushed))
+    if any(extra < 0 for _, extra in loose):
+        return []
+    full = f" ({raw.full_warps} warps filled their trace buffer)" if raw.full_warps else ""
+    return [
+        Finding(
+            "unmatched",
+            kernel,
+            f"{what}: {extra} in {kernel}, dropped by the decoder{full}",
+            UNMATCHED_HINT,
+        )
+        for what, extra in loose
+        if extra > 0
     ]

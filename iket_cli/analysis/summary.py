@@ -306,7 +306,7 @@ def summarize_loaded(
 ) -> list[dict]:
     """:func:`summarize_capture` of one trace already in memory (loaded once for the
     report, lint and summary); ``findings`` are its lint findings, if already known."""
-    findings = lint_mod.lint(loaded) if findings is None else findings
+    findings = lint_mod.lint_file(path, loaded) if findings is None else findings
     chosen = trace_mod.select(loaded, **filters)
     result = []
     for group, part in _groups(chosen, by, roles):

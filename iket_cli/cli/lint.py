@@ -18,7 +18,8 @@ from ..model.vocab import LINT_FORMATS
 @click.option("--strict", is_flag=True, help="Exit 1 when there is any finding.")
 def command(capture: Path, fmt: str, strict: bool) -> int:
     """Check CAPTURE (a capture directory, its manifest.json or a *.trace.json) for launches
-    without events, too many or too long event names, and ranges at the timer's resolution."""
+    without events, too many or too long event names, ranges at the timer's resolution,
+    ranges never closed (which the decoder drops) and event names with two payload types."""
     from ..analysis import lint
     from ..model import trace as trace_mod
     from ..model.folder import find_traces
@@ -26,7 +27,7 @@ def command(capture: Path, fmt: str, strict: bool) -> int:
 
     report = []
     for label, path in find_traces(capture):
-        findings = lint.lint(trace_mod.load(path))
+        findings = lint.lint_file(path, trace_mod.load(path))
         report.append({"process": label, "trace": str(path), "findings": [f.to_dict() for f in findings]})
         if fmt == "text":
             for line in lint_lines(findings):

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import ManifestError, MultiProcessError, UsageError
 from . import labels
 from . import manifest as manifest_mod
-from .vocab import MANIFEST_NAME, pid_of, trace_glob
+from .vocab import MANIFEST_NAME, pid_of, raw_manifest, trace_glob
 
 
 @dataclass(frozen=True)
@@ -136,3 +136,34 @@ def manifest_of(location: Path) -> dict[str, Any] | None:
     if (location.is_dir() or location.name == MANIFEST_NAME) and (folder / MANIFEST_NAME).is_file():
         return manifest_mod.read(folder)
     return None
+
+
+@dataclass(frozen=True)
+class Beside:
+    """What a capture folder holds about one of its traces, besides the trace."""
+
+    process: dict[str, Any] | None  # the manifest's entry for it (None: no manifest names it)
+    recorded_lint: list[dict[str, Any]]  # the lint findings the manifest recorded for it
+    raw: Path | None  # its raw capture (``iket/pid_<hex>/iket.data.json``), where kept
+
+
+def beside(trace: Path) -> Beside:
+    """The manifest entry, recorded findings and raw capture of ``trace`` (a merged capture's
+    manifest is one folder up)."""
+    trace = Path(trace)
+    raw = trace.parent / raw_manifest(pid_of(trace.name))
+    raw_found = raw if raw.is_file() else None
+    for folder in (trace.parent, trace.parent.parent):
+        if not (folder / MANIFEST_NAME).is_file():
+            continue
+        try:
+            record = manifest_mod.read(folder)
+        except ManifestError:
+            continue
+        for process in record.get("processes", []):
+            artifact = process.get("artifacts", {}).get("trace_json")
+            if artifact and (folder / artifact["path"]).resolve() == trace.resolve():
+                pid = process.get("pid_hex")
+                recorded = [f for f in record.get("lint") or [] if f.get("process") == pid]
+                return Beside(process, recorded, raw_found)
+    return Beside(None, [], raw_found)

@@ -2,7 +2,9 @@
 
 The hook (``iket_cli/capture/_hook/sitecustomize.py``) writes one JSON line per Python process of
 the passes; here the capture pass's lines are matched to the captured processes by pid
-(run-iket names each process's output ``pid_<hex>`` after the capture-pass pid).
+(run-iket names each process's output ``pid_<hex>`` after the capture-pass pid). The hook's
+``payload`` lines — each CuTe DSL event name's payload type as compiled — become the
+process's ``payload_sites``, which :mod:`iket_cli.analysis.lint` checks.
 """
 
 from __future__ import annotations
@@ -15,19 +17,27 @@ _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _LOCAL_RANK_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
 
 
-def read(procs_file: Path) -> dict[int, dict[str, Any]]:
-    """pid -> label, from the capture pass's records (the last start record of a pid wins:
-    the shim execs the workload in the same process)."""
-    found: dict[int, dict[str, Any]] = {}
+def _records(procs_file: Path) -> list[dict[str, Any]]:
     try:
         lines = procs_file.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        return found
+        return []
+    found = []
     for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
             continue
+        if isinstance(record, dict):
+            found.append(record)
+    return found
+
+
+def read(procs_file: Path) -> dict[int, dict[str, Any]]:
+    """pid -> label, from the capture pass's records (the last start record of a pid wins:
+    the shim execs the workload in the same process)."""
+    found: dict[int, dict[str, Any]] = {}
+    for record in _records(procs_file):
         pid = record.get("pid")
         if record.get("event") == "start" and record.get("pass") == "capture":
             found[pid] = _label(record)
@@ -37,6 +47,19 @@ def read(procs_file: Path) -> dict[int, dict[str, Any]]:
         parent = found.get(label["ppid"])
         label["parent_argv"] = parent["argv"] if parent else None
     return found
+
+
+def payload_sites(procs_file: Path) -> dict[int, list[dict[str, Any]]]:
+    """pid -> the distinct ``{op, name, type}`` the process compiled (type null: no payload)."""
+    found: dict[int, set[tuple]] = {}
+    for record in _records(procs_file):
+        if record.get("event") == "payload":
+            site = (record.get("op"), record.get("name"), record.get("type"))
+            found.setdefault(record.get("pid"), set()).add(site)
+    return {
+        pid: [{"op": op, "name": name, "type": kind} for op, name, kind in sorted(sites, key=str)]
+        for pid, sites in found.items()
+    }
 
 
 def _label(record: dict[str, Any]) -> dict[str, Any]:
@@ -64,11 +87,13 @@ def _label(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def attach(processes: list[dict[str, Any]], procs_file: Path) -> None:
-    """Add ``labels`` to every manifest process entry the hook recorded."""
-    known = read(procs_file)
+    """Add ``labels`` (and ``payload_sites``) to every manifest process entry the hook recorded."""
+    known, sites = read(procs_file), payload_sites(procs_file)
     for process in processes:
         if process["pid"] in known:
             process["labels"] = known[process["pid"]]
+        if process["pid"] in sites:
+            process["payload_sites"] = sites[process["pid"]]
 
 
 def describe(process: dict[str, Any]) -> str:

@@ -151,6 +151,8 @@ PAYLOAD_TYPES = {
     16: "u64",
 }
 FLOAT_PAYLOADS = {9, 10, 11, 12, 13, 14}
+#: Payloads of 64 bits: two words in the raw capture, one for the others.
+PAYLOAD_WIDE = {7, 14, 15, 16}
 
 # -- what CuTe DSL workloads write beside the trace -----------------------------------------
 #: ``cutlass.pipeline.profiling.dump_profiling_metadata``: warp roles and pipeline barriers.

@@ -14,11 +14,12 @@ from typing import Any
 
 from ..analysis import flows as flows_mod
 from ..analysis import lint as lint_mod
+from ..decode import rawevents
 from ..errors import IketError
 from ..model import annotations, artifacts, pftrace
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles
-from ..model.vocab import artifact_name
+from ..model.vocab import artifact_name, raw_manifest
 from ..render import report as report_mod
 
 #: Without a report to build, traces up to this size are linted (larger ones: run iket lint).
@@ -59,7 +60,8 @@ def finish(
             if report:
                 raise
             continue  # an unreadable trace is iket show's to report
-        found = lint_mod.lint(loaded)
+        raw = rawevents.read(capture_dir / raw_manifest(process["pid_hex"]))
+        found = lint_mod.lint(loaded, raw=raw, sites=process.get("payload_sites"))
         findings = (findings or []) + [{"process": process["pid_hex"], **f.to_dict()} for f in found]
         arrows = flows_mod.flows(loaded, dags) if dags else []
         if arrows:

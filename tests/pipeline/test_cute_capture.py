@@ -14,6 +14,7 @@ from iket_cli.render import report
 from conftest import FIXTURES, kept, run_iket, snapshot
 
 PIPELINE = FIXTURES / "cute_pipeline"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def documented_keys() -> set[str]:
@@ -124,3 +125,45 @@ def test_a_damaged_kernel_symbols_file_only_warns(tmp_path):
     assert report.embedded(folder / "iket_pid_0xfc5.html")["timelines"][0]["launches"][0]["flows"], (
         "arrows still"
     )
+
+
+def test_a_cute_capture_lints_what_its_trace_cannot_show(tmp_path, double):
+    """The probe scripts/cute_unmatched.py compiled for real by CuTe DSL (no GPU needed for
+    that), its capture pass replayed from the H200: the hook saw 'value' compiled as i32 and
+    f32, the raw capture holds the ranges the decoder dropped; both are linted, recorded, and
+    still reported once the raw capture is gone."""
+    launched = tmp_path / "launched"
+    launched.mkdir()
+    (tmp_path / "wl.py").write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
+        "import cutlass.cute as cute\n"
+        "import cute_unmatched\n"
+        "cute.compile(cute_unmatched.unmatched)\n"
+        "open(os.path.join(os.environ['IKET_DOUBLE_LAUNCHED'], str(os.getpid())), 'w').close()\n"
+    )
+    env = {
+        "IKET_DOUBLE_CAPTURE": str(FIXTURES / "cute_unmatched"),
+        "IKET_DOUBLE_LAUNCHED": str(launched),
+        "CUTE_DSL_ARCH": "sm_90a",
+    }
+    result = run_iket("profile", "--run-iket", double, "-o", "cap", "wl.py", cwd=tmp_path, env=env)
+    assert result.code == 0, result
+    record = manifest.read(tmp_path / "cap")
+    (process,) = record["processes"]
+    assert {(s["op"], s["name"], s["type"]) for s in process["payload_sites"]} >= {
+        ("mark", "value", "i32"),
+        ("mark", "value", "f32"),
+        ("range_push", "dangling", None),
+    }
+    found = {(f["code"], f["message"].split(":")[0]) for f in record["lint"]}
+    assert found >= {
+        ("payload-type", "'value' is compiled with payloads of types f32, i32"),
+        ("unmatched", "range_start or range_end of 'open' without its partner"),
+        ("unmatched", "range_push('dangling') never popped"),
+    }, found
+    assert "[unmatched]" in result.stderr and "[payload-type]" in result.stderr
+    assert not (tmp_path / "cap" / "iket").exists(), "no --keep: the raw capture is gone"
+    later = run_iket("lint", "cap", "--format", "json", cwd=tmp_path)
+    (linted,) = json.loads(later.stdout)["processes"]
+    assert {f["code"] for f in linted["findings"]} >= {"unmatched", "payload-type"}, "from the manifest"

@@ -5,9 +5,12 @@ the workload (torchrun's ranks, spawned workers) runs it at start-up, before any
 code. It writes one JSON line — pid, parent pid, command line, hostname, the rank and
 device variables of torchrun, MPI and Slurm — to the file named by ``IKET_CLI_PROCS``,
 and at exit one more line with the CUDA device the process used, if it had already
-imported torch (nothing heavy is ever imported here). Then it hands over to the next
-``sitecustomize`` on the path, if the environment has one. It must never break the
-workload: every failure is swallowed.
+imported torch (nothing heavy is ever imported here). Where the process compiles CuTe DSL
+kernels, it also writes each event name's payload type as the kernel is traced (one line per
+distinct op, name and type): IKET keeps one payload type per name and reads every value with
+it, so a name given an Int32 in one place and a Float32 in another comes back misread, and
+only the compile can tell. Then it hands over to the next ``sitecustomize`` on the path, if the
+environment has one. It must never break the workload: every failure is swallowed.
 """
 
 import os
@@ -71,6 +74,64 @@ def _device():
     )
 
 
+#: CuTe DSL's IKET dialect ops: ``cutlass.cute.experimental.iket`` calls them by attribute at
+#: trace time, below the frame that gives an op its source location (which stays the user's).
+_DIALECT = "cutlass._mlir.dialects.iket"
+_OPS = ("mark", "range_push", "range_start", "range_end")
+
+
+class _DialectFinder:
+    """Wraps the IKET dialect's ops when their module is first imported; finds nothing itself."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _DIALECT:
+            return None
+        sys.meta_path.remove(self)  # one module, once; and no recursion below
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(name)
+            run = spec.loader.exec_module
+        except Exception:
+            return None  # the usual finders take over, as if this one were not there
+
+        def exec_module(module):
+            run(module)
+            _safe(lambda: _wrap(module))
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _wrap(module):
+    seen = set()
+
+    def note(op, args, kwargs):
+        if op == "range_end":
+            name = kwargs.get("event_name")  # given where the token knows its name
+        else:
+            name = kwargs.get("event_name", args[1] if op == "range_start" else args[0])
+        payload = kwargs.get("payload")
+        kind = None if payload is None else str(payload.type)
+        key = (op, str(getattr(name, "value", name)), kind)
+        if name is not None and key not in seen:
+            seen.add(key)
+            _write({"event": "payload", "pid": os.getpid(), "op": op, "name": key[1], "type": kind})
+
+    def wrapped(op, original):
+        def call(*args, **kwargs):
+            _safe(lambda: note(op, args, kwargs))
+            return original(*args, **kwargs)
+
+        call.__wrapped__ = original
+        return call
+
+    for op in _OPS:
+        original = getattr(module, op, None)
+        if callable(original):
+            setattr(module, op, wrapped(op, original))
+
+
 def _chain():
     """Run the sitecustomize this one shadows, if there is one."""
     import importlib
@@ -97,6 +158,7 @@ def _safe(function):
 
 def _install():
     record_start()
+    sys.meta_path.insert(0, _DialectFinder())
     import atexit
 
     atexit.register(_safe, _device)
