@@ -84,10 +84,13 @@ def test_stale_staging_of_a_dead_owner_is_removed_and_its_processes_stopped(tmp_
     owner = json.loads((stale.root / staging_mod.OWNER_NAME).read_text())
     (stale.root / staging_mod.OWNER_NAME).write_text(json.dumps({**owner, "started": -1}))  # not us
     marked = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)"],
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
         env={**os.environ, tree.MARK_ENV: stale.token},
         start_new_session=True,
+        stdout=subprocess.PIPE,
     )
+    # Popen returns as exec starts; /proc/PID/environ reads empty until the new program is set up
+    assert marked.stdout.readline() == b"up\n"
     try:
         (found,) = remove_stale(dest)
         assert found.root == stale.root and found.bytes >= 1000 and found.killed == [marked.pid]
@@ -96,6 +99,7 @@ def test_stale_staging_of_a_dead_owner_is_removed_and_its_processes_stopped(tmp_
     finally:
         marked.kill()
         marked.wait()
+        marked.stdout.close()
 
 
 def test_staging_of_a_live_owner_is_kept(tmp_path):
