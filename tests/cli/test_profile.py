@@ -203,19 +203,34 @@ def test_tracker_failure_keeps_previous_capture(tmp_path, real_run_iket):
     assert (failed / "tracker" / "tracker.config.json").is_file(), "run-iket's intermediates kept"
 
 
+def libs_base_alone(folder: Path, real_run_iket: Path) -> Path:
+    """A run-iket whose Python sees the packages installed here as libs-base alone leaves them:
+    a venv that reaches this site-packages through a ``.pth`` line, so that the ``.pth`` files
+    in it (nvidia-cutlass-dsl's, which puts ``iket`` on the path) are not run."""
+    import site
+    import venv
+
+    venv.create(folder, with_pip=False)
+    python = folder / "bin" / "python"
+    inner = subprocess.run(
+        [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True
+    )
+    Path(inner.stdout.strip(), "here.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    launcher = folder / "bin" / "run-iket"
+    body = real_run_iket.read_text().split("\n", 1)[1]
+    launcher.write_text(f"#!{python}\n{body}")
+    launcher.chmod(0o755)
+    return launcher
+
+
 def test_libs_base_alone_still_runs(tmp_path, real_run_iket):
     """run-iket on its own dies on 'import iket'; through iket it reaches the tracker pass."""
-    bare = subprocess.run(
-        [str(real_run_iket), "--help"],
-        capture_output=True,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-    )
-    if bare.returncode == 0:
-        pytest.skip("nvidia-cutlass-dsl's .pth is installed here: the hole is not present")
-    assert "No module named 'iket'" in bare.stderr
+    bare_run_iket = libs_base_alone(tmp_path / "bare", real_run_iket)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    bare = subprocess.run([str(bare_run_iket), "--help"], capture_output=True, text=True, env=env)
+    assert bare.returncode != 0 and "No module named 'iket'" in bare.stderr, bare.stderr
     (tmp_path / "plain.py").write_text("print('reached the tracker pass')\n")
-    result = run_iket("profile", "--run-iket", real_run_iket, "plain.py", cwd=tmp_path)
+    result = run_iket("profile", "--run-iket", bare_run_iket, "plain.py", cwd=tmp_path)
     assert "reached the tracker pass" in result.stdout + result.stderr, result
 
 
