@@ -12,14 +12,8 @@ keep=/tmp/iket-gpu-keep
 mkdir -p "$out" "$keep"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 help_time() {
-  echo "== iket --help start-up (10 runs)"
-  python3 - <<'PY'
-import statistics, subprocess, sys, time
-t = []
-for _ in range(10):
-    s = time.perf_counter(); subprocess.run([sys.executable, "-m", "iket_cli", "--help"], capture_output=True); t.append(time.perf_counter() - s)
-print(f"median {statistics.median(t):.3f} s, max {max(t):.3f} s")
-PY
+  echo "== iket --help start-up against python -c 'import click' (bench/bench_startup.py)"
+  python3 bench/bench_startup.py --runs 10
 }
 echo "== versions"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -m iket_cli --version

@@ -6,6 +6,7 @@ message on stderr and an exit code (see :class:`~iket_cli.errors.ExitCode`).
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -33,7 +34,41 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         ctx.exit(0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Each subcommand: its module under ``iket_cli.cli`` and its line in ``iket --help``.
+COMMANDS = {
+    "profile": ("profile", "Capture an IKET timeline of a script, function, module or command."),
+    "run": ("run", "Run the configured captures (a CI job step)."),
+    "postprocess": ("postprocess", "Decode a capture kept with --keep (no GPU needed)."),
+    "show": ("show", "Summarise a capture: per kernel, range and mark."),
+    "diff": ("diff", "Compare two captures per kernel and range; gate on slowdowns."),
+    "report": ("report", "Write an offline HTML report: metadata, tables, a timeline."),
+    "merge": ("merge", "Build one capture from several (one per node or job)."),
+    "lint": ("lint", "Find instrumentation problems in a capture."),
+    "doctor": ("doctor", "Check this machine for IKET captures."),
+}
+
+
+class _LazyGroup(click.Group):
+    """Imports a subcommand's module only when that subcommand runs: ``iket --help`` lists
+    them from :data:`COMMANDS` without importing any, which keeps start-up at click's cost."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, short_help = COMMANDS[cmd_name]
+        command = importlib.import_module(f"{__name__}.{module}").command
+        command.short_help = short_help
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--version",
     is_flag=True,
@@ -61,25 +96,9 @@ def cli() -> None:
     """
 
 
-def _register() -> None:
-    from . import diff, doctor, lint, merge, postprocess, profile, report, run, show
-
-    cli.add_command(profile.command)
-    cli.add_command(run.command)
-    cli.add_command(postprocess.command)
-    cli.add_command(show.command)
-    cli.add_command(diff.command)
-    cli.add_command(report.command)
-    cli.add_command(merge.command)
-    cli.add_command(lint.command)
-    cli.add_command(doctor.command)
-
-
-_register()
-
-
-def report(error: IketError) -> None:
-    """Write an error as one line, then its hint and details, on stderr."""
+def report_error(error: IketError) -> None:
+    """Write an error as one line, then its hint and details, on stderr. (Not ``report``: a
+    subcommand module imported later, ``cli/report.py``, would take that name in this package.)"""
     err = sys.stderr
     for line in error.details:
         err.write(f"  | {line}\n")
@@ -104,13 +123,13 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         )
         code = result if isinstance(result, int) else ExitCode.OK
     except IketError as error:
-        report(error)
+        report_error(error)
         code = error.exit_code
     except OSError as error:  # the environment's refusal (a full disk, a read-only folder), never a bug
         from ..capture.filesystem import from_os_error
 
         converted = from_os_error(error)
-        report(converted)
+        report_error(converted)
         code = converted.exit_code
     except click.exceptions.Exit as stop:
         code = stop.exit_code
@@ -118,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         error.show()
         code = error.exit_code
     except click.ClickException as error:  # bad usage found by click: iket's one-line form too
-        report(_from_click(error))
+        report_error(_from_click(error))
         code = error.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
         sys.stderr.write("iket: interrupted\n")

@@ -11,7 +11,7 @@ from ..errors import CaptureError
 from ..model.vocab import DIFF_FORMATS, DIFF_STATS
 
 
-@click.command("diff", short_help="Compare two captures per kernel and range; gate on slowdowns.")
+@click.command("diff")
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option(

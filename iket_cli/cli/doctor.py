@@ -11,7 +11,7 @@ import click
 from ..errors import IketError
 
 
-@click.command("doctor", short_help="Check this machine for IKET captures.")
+@click.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON on stdout.")
 def command(as_json: bool) -> int:
     """Check run-iket, the decoder, the GPUs and the environment. Exit 1 if a capture cannot run."""

@@ -12,7 +12,7 @@ from ..errors import CaptureError
 from ..model.vocab import LINT_FORMATS
 
 
-@click.command("lint", short_help="Find instrumentation problems in a capture.")
+@click.command("lint")
 @click.argument("capture", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(LINT_FORMATS), default="text", show_default=True)
 @click.option("--strict", is_flag=True, help="Exit 1 when there is any finding.")

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 
-@click.command("merge", short_help="Build one capture from several (one per node or job).")
+@click.command("merge")
 @click.argument("out", type=click.Path(path_type=Path))
 @click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--copy", is_flag=True, help="Copy the artifacts (default: hard links where possible).")

@@ -11,7 +11,7 @@ import click
 from ..model.vocab import DECODE_CHOICES, FORMATS
 
 
-@click.command("postprocess", short_help="Decode a capture kept with --keep (no GPU needed).")
+@click.command("postprocess")
 @click.argument("capture_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--format",

@@ -92,7 +92,6 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     "profile",
     cls=ProfileCommand,
     context_settings={"help_option_names": ["-h", "--help"]},
-    short_help="Capture an IKET timeline of a script, function, module or command.",
 )
 @click.option(
     "-o",

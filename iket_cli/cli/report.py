@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 
-@click.command("report", short_help="Write an offline HTML report: metadata, tables, a timeline.")
+@click.command("report")
 @click.argument("capture", type=click.Path(path_type=Path))
 @click.option(
     "-o",

@@ -20,7 +20,7 @@ def _workers(_ctx, _param, value: str) -> int | str:
     return int(value)
 
 
-@click.command("run", short_help="Run the configured captures (a CI job step).")
+@click.command("run")
 @click.argument("names", nargs=-1)
 @click.option(
     "--config",

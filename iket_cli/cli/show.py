@@ -20,7 +20,7 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
     return (x, y, z)
 
 
-@click.command("show", short_help="Summarise a capture: per kernel, range and mark.")
+@click.command("show")
 @click.argument("capture", type=click.Path(path_type=Path))
 @click.option(
     "--format",
