@@ -43,7 +43,8 @@ def read_roles(path: Path) -> Roles:
         raise ManifestError(f"{path} has no warps table", hint="give the kernel_symbols.json CuTe DSL wrote")
     roles: dict[str, tuple[int, int]] = {}
     for name, span in warps.items():
-        first, end = (span or {}).get("warp_start"), (span or {}).get("warp_end")
+        span = span if isinstance(span, dict) else {}
+        first, end = span.get("warp_start"), span.get("warp_end")
         if not isinstance(first, int) or not isinstance(end, int) or end <= first:
             raise ManifestError(f"{path}: role {name!r} has no warp_start < warp_end")
         roles[name] = (first, end)

@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from iket_cli.model import manifest
 from iket_cli.render import report
 
@@ -116,9 +118,13 @@ def test_roles_given_on_the_command_line(tmp_path, double):
     assert snapshot(tmp_path / "cap") == before
 
 
-def test_a_damaged_kernel_symbols_file_only_warns(tmp_path):
+@pytest.mark.parametrize(
+    "text",
+    ["{not json", '{"warps": {"Producer": [0, 1]}}', '{"warps": {"P": {"warp_start": 2, "warp_end": 1}}}'],
+)
+def test_a_damaged_kernel_symbols_file_only_warns(tmp_path, text):
     folder = kept(tmp_path, "cute_pipeline")
-    (folder / "kernel_symbols.json").write_text("{not json")
+    (folder / "kernel_symbols.json").write_text(text)
     result = run_iket("postprocess", folder, "--format", "html", cwd=tmp_path)
     assert result.code == 0, result
     assert "iket: warning: warp roles not used:" in result.stderr and "kernel_symbols.json" in result.stderr
