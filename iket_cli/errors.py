@@ -9,6 +9,7 @@ may import this module; it imports nothing of iket's.
 from __future__ import annotations
 
 import enum
+import signal
 
 
 class ExitCode(enum.IntEnum):
@@ -118,6 +119,11 @@ class CaptureInterrupted(CaptureError):
 
     exit_code = ExitCode.INTERRUPTED
 
+    @classmethod
+    def by(cls, signum: signal.Signals, what: str, **kwargs) -> CaptureInterrupted:
+        """``interrupted by SIGTERM<what>``, exiting 128 + the signal as a shell reports it."""
+        return cls(f"interrupted by {signum.name}{what}", exit_code=128 + signum, **kwargs)
+
 
 class CaptureKilled(CaptureInterrupted):
     """The CLI was killed outright; only its watchdog could clean up (recorded in DIR.failed/)."""
@@ -132,6 +138,12 @@ class DiskFullError(CaptureError):
 class Terminated(BaseException):
     """Raised in the main thread by iket's SIGTERM handler while a capture or a decode runs,
     as KeyboardInterrupt is for SIGINT; turned into :class:`CaptureInterrupted` (exit 143)."""
+
+
+def signal_of(interruption: BaseException) -> signal.Signals:
+    """The signal an interruption stands for: SIGTERM for :class:`Terminated`, else SIGINT
+    (Ctrl-C, or a cancel asked for by the Python API's caller)."""
+    return signal.SIGTERM if isinstance(interruption, Terminated) else signal.SIGINT
 
 
 class MultiProcessError(UsageError):

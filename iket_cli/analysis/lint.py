@@ -40,6 +40,10 @@ UNMATCHED_HINT = (
     "end every range_start's token with range_end on every path (a sentinel_token carries one "
     "across loop iterations) and pop every push before the kernel returns"
 )
+PAYLOAD_HINT = (
+    "give each event name one payload type (a range_end the same as its range_start): "
+    "its values are read together"
+)
 CACHE_HINT = (
     "a kernel loaded from a compile cache is not instrumented: set CUTE_DSL_NO_CACHE=1 or "
     "CUTE_DSL_DISABLE_FILE_CACHING=1 for CuTe DSL, or clear the TIRx cache"
@@ -154,8 +158,7 @@ def _payload_types(trace: Trace, kernel: str, launches: list) -> list[Finding]:
             kernel,
             f"{kind} {trace.name(index)!r} carries payloads of types "
             + ", ".join(PAYLOAD_TYPES.get(t) or ("none" if t == 0 else f"type {t}") for t in sorted(types)),
-            "give each event name one payload type (a range_end the same as its range_start): "
-            "its values are read together",
+            PAYLOAD_HINT,
         )
         for (kind, index), types in conflicts.items()
     ]
@@ -186,7 +189,7 @@ def _compiled_payload_types(trace: Trace, sites: list[dict[str, Any]]) -> list[F
                 kernel,
                 f"{name!r} is compiled with payloads of types {', '.join(sorted(kinds))}: IKET keeps "
                 "one type per name and reads every value as that type, so the others are misread",
-                "give each event name one payload type (a range_end the same as its range_start)",
+                PAYLOAD_HINT,
             )
         )
     return found

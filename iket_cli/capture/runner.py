@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import CaptureInterrupted, CaptureTimeout, Terminated
+from ..errors import CaptureInterrupted, CaptureTimeout, Terminated, signal_of
 from . import spawn
 from .tree import GRACE_S, kill_tree, signal_tree
 
@@ -137,16 +137,13 @@ def run_streaming(
         timed_out.tail = list(tail)
         raise timed_out from None
     except (KeyboardInterrupt, Terminated, Cancelled) as signalled:  # not `stop`: the reader reads that
-        signum = signal.SIGTERM if isinstance(signalled, Terminated) else signal.SIGINT
+        signum = signal_of(signalled)
         stopping.set()
         kill_tree(proc, first=signum)
         reader.join(GRACE_S)
         if side:
             side.close()
-        interrupted = CaptureInterrupted(
-            f"interrupted by {signal.Signals(signum).name}; the whole process tree was stopped",
-            exit_code=128 + signum,
-        )
+        interrupted = CaptureInterrupted.by(signum, "; the whole process tree was stopped")
         interrupted.tail = list(tail)
         raise interrupted from None
     reader.join()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..capture import spawn
 from ..capture.runner import Cancelled, sigterm_as_exception, wait_all
-from ..errors import CaptureInterrupted, Terminated
+from ..errors import CaptureInterrupted, Terminated, signal_of
 from . import export
 from .tasks import DISK_FULL, Outcome, Task, missing_input
 
@@ -100,15 +99,10 @@ def run(
             wait_all(futures, cancel)
             return [future.result() for future in futures]
     except (KeyboardInterrupt, Terminated, Cancelled) as signalled:
-        signum = signal.SIGTERM if isinstance(signalled, Terminated) else signal.SIGINT
         workers.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
         _remove_partials(tasks)
-        raise CaptureInterrupted(
-            f"interrupted by {signal.Signals(signum).name} while decoding",
-            phase="postprocess",
-            exit_code=128 + signum,
-        ) from None
+        raise CaptureInterrupted.by(signal_of(signalled), " while decoding", phase="postprocess") from None
     finally:
         pool.shutdown(wait=True)
 

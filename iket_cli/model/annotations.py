@@ -2,7 +2,8 @@
 
 * ``kernel_symbols.json`` (``cutlass.pipeline.profiling.dump_profiling_metadata``): each
   ``WarpScope`` of a warp-specialised kernel, ``{"warps": {"Producer": {"warp_start": 0,
-  "warp_end": 1}, ...}}`` (the end is exclusive), and its pipeline barriers' stages.
+  "warp_end": 1}, ...}}`` (the end is exclusive), and its pipeline barriers' stages (not
+  read here).
 * ``<name>.iket_dag.json`` (``iket.dag(name)...save()``): ``{"name", "regions", "edges":
   [{"source", "target", "label"?, "via"?}]}``, regions named as the kernel's ranges.
 
@@ -25,7 +26,6 @@ class Roles:
     """Warp index within its CTA -> role name."""
 
     warps: dict[str, tuple[int, int]]  # role -> [warp_start, warp_end)
-    barriers: dict[str, Any]
     path: Path | None = None
 
     def role(self, warp_id: int) -> str | None:
@@ -48,8 +48,7 @@ def read_roles(path: Path) -> Roles:
         if not isinstance(first, int) or not isinstance(end, int) or end <= first:
             raise ManifestError(f"{path}: role {name!r} has no warp_start < warp_end")
         roles[name] = (first, end)
-    barriers = data.get("barriers", {})
-    return Roles(roles, barriers if isinstance(barriers, dict) else {}, Path(path))
+    return Roles(roles, Path(path))
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,6 @@ JOB_FAILING = ("failed", "timeout", "interrupted", "regressed", "error")
 #: overlap others and span loop iterations) or a stack range (``range_push``/``range_pop``).
 START_END = 1
 PUSH_POP = 2
-RANGE_KINDS = {START_END: "start/end", PUSH_POP: "push/pop"}
 #: ``payloadType`` codes (the decoder's ``IketEvtPayloadType``) and how iket names them.
 PAYLOAD_TYPES = {
     0: None,
@@ -150,7 +149,6 @@ PAYLOAD_TYPES = {
     15: "pointer",
     16: "u64",
 }
-FLOAT_PAYLOADS = {9, 10, 11, 12, 13, 14}
 #: Payloads of 64 bits: two words in the raw capture, one for the others.
 PAYLOAD_WIDE = {7, 14, 15, 16}
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +24,7 @@ from typing import Any
 from ..analysis import diff as diff_mod
 from ..capture import sysinfo, targets
 from ..capture.runner import sigterm_as_exception, wait_all
-from ..errors import CaptureInterrupted, CaptureTimeout, IketError, Terminated
+from ..errors import CaptureInterrupted, CaptureTimeout, IketError, Terminated, signal_of
 from ..model.units import parse_size
 from ..model.vocab import JOB_FAILING, LOG_NAME, MANIFEST_NAME, RUN_MANIFEST_NAME
 from . import profile as profile_mod
@@ -109,12 +108,11 @@ def run(
         pool.shutdown(wait=True)
         results = [r for f in futures if not f.cancelled() and (r := f.result()) is not None]
         write_manifest(root, results, started, gate)
-        signum = signal.SIGTERM if isinstance(signalled, Terminated) else signal.SIGINT
-        raise CaptureInterrupted(
-            f"interrupted by {signal.Signals(signum).name}: {len(jobs) - len(results)} job(s) not run, "
-            f"the running ones stopped; see {root / RUN_MANIFEST_NAME}",
+        raise CaptureInterrupted.by(
+            signal_of(signalled),
+            f": {len(jobs) - len(results)} job(s) not run, the running ones stopped; "
+            f"see {root / RUN_MANIFEST_NAME}",
             phase="run",
-            exit_code=128 + signum,
         ) from None
     finally:
         pool.shutdown(wait=True)
