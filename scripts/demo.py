@@ -6,13 +6,18 @@ the real run-iket parses, generates the config, decodes and writes the artifacts
 the real ``iket`` CLI stages, checks and publishes them. On a GPU machine, run instead:
 
     iket profile examples/profile_affine.py:workload -o iket-affine
+
+The demo works in a temporary folder and removes it at the end, whatever happens;
+``--keep DIR`` writes the capture to DIR instead and leaves it there to open.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import runpy
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,12 +27,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
-    double = runpy.run_path(str(ROOT / "tests/fakes/run_iket_double.py"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", metavar="DIR", type=Path, help="write the capture here and keep it")
+    args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="iket-demo-"))
+    try:
+        return demo(work, args.keep.resolve() if args.keep else work / "iket-affine")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if args.keep is None:
+            print("\n(the demo's capture was in a temporary folder, now removed: --keep DIR keeps one)")
+
+
+def demo(work: Path, out: Path) -> int:
+    double = runpy.run_path(str(ROOT / "tests/fakes/run_iket_double.py"))
     launcher = double["write_launcher"](work / "bin")
     workload = work / "affine.py"
     workload.write_text("def workload():\n    print('workload ran (kernel output replayed from an H200)')\n")
-    out = work / "iket-affine"
     env = {**os.environ, "IKET_DOUBLE_CAPTURE": str(ROOT / "tests/fixtures/affine")}
     cmd = [
         sys.executable,
@@ -37,6 +53,7 @@ def main() -> int:
         f"{workload}:workload",
         "-o",
         str(out),
+        "--clobber",
         "--run-iket",
         str(launcher),
     ]
@@ -44,7 +61,7 @@ def main() -> int:
     code = subprocess.call(cmd, env=env, cwd=work)
     if code == 0:
         manifest = json.loads((out / "manifest.json").read_text())
-        print(json.dumps({k: manifest[k] for k in ("status", "phases")}, indent=2))
+        print(json.dumps({k: manifest[k] for k in ("status", "mode", "phases")}, indent=2))
         show = [sys.executable, "-m", "iket_cli", "show", str(out)]
         print("$", " ".join(show), flush=True)
         code = subprocess.call(show)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -45,6 +45,20 @@ if [[ $part == cute ]]; then  # issue 16: the CuTe DSL examples captured and che
     ${CUTE_K:+-k "$CUTE_K"} > "$keep/gpu_cute.log" 2>&1
   grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_cute.log" | tail -14
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
+fi
+if [[ $part == warp ]]; then  # issue 17: --warp-trace of PyTorch and multi_kernel.py, show, lint, diff, report
+  help_time
+  echo "== warp-trace and readable-name checks"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_warp.py -v -s -p no:cacheprovider -o addopts="" \
+    > "$keep/gpu_warp.log" 2>&1
+  grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_warp.log" | tail -8
+  for f in torch_warp.show multi_warp.show multi_mixed.show; do echo "== $f"; head -30 "$keep/$f.out" | cut -c1-170; done
+  echo "== console of the instrumented capture"; cat "$keep/multi_mixed.profile.err" | cut -c1-170
+  echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
+  # what comes back: small text and the reports, not the traces (8 files, 16 MiB each at most)
+  tar cJf "$out/gpu-warp.tar.xz" -C "$keep" --exclude='*.trace.json' --exclude='*.pftrace*' --exclude='iket_pid_*.html' \
+    --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
+  exit 0
 fi
 if [[ $part == bench || $part == all ]]; then
   echo "== capture benchmark (issue 2)"

@@ -209,3 +209,18 @@ def tracks(data: bytes) -> list[dict[int, list]]:
                 fields.setdefault(field, []).append(value)
             out.append(fields)
     return out
+
+
+@pytest.fixture(scope="session")
+def torch_warp(tmp_path_factory) -> Path:
+    """``iket profile --warp-trace -- python3 examples/torch_kernels.py`` on the H200, its raw
+    capture (``tests/fixtures/torch_warp.tar.xz``: 27 launches of 7 PyTorch and cuBLAS kernels,
+    170k warps) decoded here by the real decoder, through ``iket postprocess``, once a session."""
+    import tarfile
+
+    folder = tmp_path_factory.mktemp("torch_warp")
+    with tarfile.open(FIXTURES / "torch_warp.tar.xz") as archive:
+        archive.extractall(folder, filter="data")
+    done = run_iket("postprocess", folder, "--format", "json", cwd=folder, timeout=300)
+    assert done.code == 0, done
+    return folder

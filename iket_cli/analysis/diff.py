@@ -12,7 +12,10 @@ judged against the instances' own spread, not only against a percentage:
   per side there is no spread to use, and only the first two tests apply.
 
 Processes are pooled: a (kernel, range) pair collects its instances from every process of
-the capture, since process ids differ from run to run.
+the capture, since process ids differ from run to run. A kernel that recorded no event (every
+kernel of a ``--warp-trace`` capture) is compared by its launch spans, as a range named
+``launch span`` with one instance per launch: ``iket profile --warp-trace`` before and after a
+change of any CUDA program gives a per-kernel diff and gate.
 """
 
 from __future__ import annotations
@@ -26,14 +29,16 @@ from pathlib import Path
 from ..errors import UsageError
 from ..model import trace as trace_mod
 from ..model.folder import find_traces
+from ..model.names import Namer, short
 from ..model.vocab import DIFF_STATS, TIMER_STEP_NS
+from . import launches
 
 NOISE_SIGMAS = 3.0
 
 
 @dataclass
 class Change:
-    kernel: str
+    kernel: str  # the raw symbol
     range: str
     base: float | None
     new: float | None
@@ -45,6 +50,7 @@ class Change:
     noise_ns: float | None
     regression: bool
     status: str  # "matched", "added", "removed"
+    name: str = ""  # the kernel's short name (model.names), unique among both captures
 
 
 def instances(location: Path) -> dict[tuple[str, str], list[int]]:
@@ -56,6 +62,8 @@ def instances(location: Path) -> dict[tuple[str, str], list[int]]:
             r = launch.ranges
             for idx, start, end in zip(r.name, r.start, r.end, strict=True):
                 pooled[(launch.kernel, loaded.name(idx))].append(end - start)
+        for kernel, span in launches.spans(loaded):
+            pooled[(kernel, launches.SPAN_ROW)].append(span)
     return pooled
 
 
@@ -102,8 +110,12 @@ def parse_thresholds(spec: str | None) -> list[tuple[str, float]]:
 
 
 def threshold_for(rules: list[tuple[str, float]], kernel: str, name: str) -> float | None:
+    """The first rule matching the range name, or ``kernel/range`` (the kernel by its raw or
+    short name)."""
     for pattern, fraction in rules:
-        if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(f"{kernel}/{name}", pattern):
+        if fnmatch.fnmatchcase(name, pattern) or any(
+            fnmatch.fnmatchcase(f"{k}/{name}", pattern) for k in (kernel, short(kernel))
+        ):
             return fraction
     return None
 
@@ -114,10 +126,13 @@ def compare(base: Path, new: Path, *, stat: str = "median", fail_over: str | Non
         raise UsageError(f"unknown --stat {stat!r}", hint=f"use one of {', '.join(DIFF_STATS)}")
     rules = parse_thresholds(fail_over)
     before, after = instances(base), instances(new)
+    keys = [*before, *[k for k in after if k not in before]]
+    namer = Namer(kernel for kernel, _ in keys)
     changes = []
-    for key in [*before, *[k for k in after if k not in before]]:
+    for key in keys:
         old, cur = before.get(key, []), after.get(key, [])
         changes.append(_change(key, old, cur, stat, rules))
+        changes[-1].name = namer(key[0])
     return sorted(changes, key=lambda c: -abs(c.impact_ns))
 
 

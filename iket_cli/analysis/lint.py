@@ -1,7 +1,9 @@
 """Instrumentation lint: the quiet ways an IKET capture goes wrong, found in its trace.
 
 * ``empty-launch``: a launch of an instrumented kernel with no event at all, most often a
-  kernel loaded from a compile cache (not instrumented);
+  kernel loaded from a compile cache (not instrumented). Not checked in a ``--warp-trace``
+  capture, which records no event by design (nor in a trace that has none at all and
+  nothing beside it to say it was instrumented);
 * ``many-names``: more than 30 distinct event names in one kernel, which switches IKET to
   a costlier encoding;
 * ``long-name``: a name within 4 bytes of IKET's 32-byte limit (longer ones are refused);
@@ -27,8 +29,10 @@ from typing import Any
 
 from ..decode import rawevents
 from ..model.folder import beside
+from ..model.names import short as short_name
 from ..model.trace import Trace
-from ..model.vocab import PAYLOAD_TYPES, PUSH_POP, START_END, TIMER_STEP_NS
+from ..model.vocab import PAYLOAD_TYPES, PUSH_POP, START_END, TIMER_STEP_NS, WARP_TRACE
+from .launches import mode_of
 from .payloads import type_conflicts
 
 NAME_LIMIT_BYTES = 32
@@ -67,7 +71,7 @@ def lint_file(path: Path, trace: Trace) -> list[Finding]:
     found = beside(path)
     raw = rawevents.read(found.raw) if found.raw else None
     sites = (found.process or {}).get("payload_sites")
-    findings = lint(trace, raw=raw, sites=sites)
+    findings = lint(trace, raw=raw, sites=sites, mode=found.mode)
     if raw is None:
         findings += [
             Finding(f["code"], f["kernel"], f["message"], f["hint"])
@@ -82,20 +86,23 @@ def lint(
     *,
     raw: rawevents.RawEvents | None = None,
     sites: list[dict[str, Any]] | None = None,
+    mode: str | None = None,
 ) -> list[Finding]:
     """Every finding for ``trace``, kernel by kernel, in launch order; ``raw`` (the raw
     capture's event counts) adds ``unmatched``, ``sites`` (the payload types compiled)
-    the ``payload-type`` findings the trace cannot show."""
+    the ``payload-type`` findings the trace cannot show. ``mode`` is the capture's
+    (vocab.MODES; None: unknown, then a trace without any event is taken for a warp trace)."""
     findings: list[Finding] = _compiled_payload_types(trace, sites or [])
     kernels: dict[str, list] = {}
+    events = mode_of(trace, mode) != WARP_TRACE
     for number, launch in enumerate(trace.launches):
         kernels.setdefault(launch.kernel, []).append(launch)
-        if not len(launch.ranges) and not len(launch.markers):
+        if events and not _has_events(launch):
             findings.append(
                 Finding(
                     "empty-launch",
                     launch.kernel,
-                    f"launch {number} of {launch.kernel} recorded no event",
+                    f"launch {number} of {short_name(launch.kernel)} recorded no event",
                     CACHE_HINT,
                 )
             )
@@ -114,7 +121,7 @@ def lint(
                 Finding(
                     "many-names",
                     kernel,
-                    f"{kernel} uses {len(names)} distinct event names (over {MAX_CHEAP_NAMES})",
+                    f"{short_name(kernel)} uses {len(names)} distinct event names (over {MAX_CHEAP_NAMES})",
                     "IKET switches to a costlier encoding above 30 names: merge or drop some",
                 )
             )
@@ -138,11 +145,16 @@ def lint(
                 Finding(
                     "resolution",
                     kernel,
-                    f"{short} of {len(durations)} ranges in {kernel} last {TIMER_STEP_NS} ns or less",
+                    f"{short} of {len(durations)} ranges in {short_name(kernel)} last "
+                    f"{TIMER_STEP_NS} ns or less",
                     "at the timer's resolution: widen the ranges (more work inside each) to measure them",
                 )
             )
     return findings
+
+
+def _has_events(launch) -> bool:
+    return bool(len(launch.ranges) or len(launch.markers))
 
 
 def _payload_types(trace: Trace, kernel: str, launches: list) -> list[Finding]:
@@ -226,7 +238,7 @@ def _unmatched(trace: Trace, kernel: str, launches: list, raw: rawevents.RawEven
         Finding(
             "unmatched",
             kernel,
-            f"{what}: {extra} in {kernel}, dropped by the decoder{full}",
+            f"{what}: {extra} in {short_name(kernel)}, dropped by the decoder{full}",
             UNMATCHED_HINT,
         )
         for what, extra in loose

@@ -7,7 +7,6 @@ summary) shows the same numbers.
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,45 +15,15 @@ from typing import Any
 from ..errors import UsageError
 from ..model import trace as trace_mod
 from ..model.annotations import Roles, roles_for
-from ..model.folder import find_traces
+from ..model.artifacts import untraced as raw_untraced
+from ..model.folder import Beside, beside, find_traces
+from ..model.names import Namer, demangle, matches
 from ..model.trace import Launch, Trace
-from ..model.vocab import GROUPINGS, ROLES_NAME, TIMER_STEP_NS
+from ..model.vocab import GROUPINGS, ROLES_NAME
+from . import launches as launches_mod
 from . import lint as lint_mod
-
-
-@dataclass
-class Stats:
-    """Distribution of durations (or offsets) in nanoseconds."""
-
-    count: int
-    total: int
-    mean: float
-    min: int
-    p50: int
-    p90: int
-    p99: int
-    max: int
-
-    @property
-    def at_resolution_limit(self) -> bool:
-        """True when the typical value is within one step of the timer: read it with care."""
-        return self.p50 <= TIMER_STEP_NS
-
-
-def stats(values) -> Stats | None:
-    """Nearest-rank percentiles of a list or numpy array of ints; None for no values."""
-    import numpy as np
-
-    ordered = np.sort(np.asarray(values, dtype=np.int64))
-    n = len(ordered)
-    if not n:
-        return None
-
-    def rank(q: float) -> int:
-        return int(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))])
-
-    total = int(ordered.sum())
-    return Stats(n, total, total / n, int(ordered[0]), rank(0.5), rank(0.9), rank(0.99), int(ordered[-1]))
+from .stats import Stats, stats
+from .stats import ints as _ints
 
 
 @dataclass
@@ -80,6 +49,8 @@ class KernelSummary:
     warp_lifetimes: Stats | None
     ranges: list[RangeRow]
     markers: list[MarkerRow]
+    name: str = ""  # the short name shown (model.names), unique within the capture
+    demangled: str = ""
 
 
 def summarize(trace: Trace) -> list[KernelSummary]:
@@ -123,16 +94,6 @@ def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
         sorted(ranges, key=lambda row: -row.durations.total),
         markers,
     )
-
-
-def _ints(column):
-    """An ``array`` column as an int64 numpy array (a view where it already is one)."""
-    import numpy as np
-
-    if not len(column):
-        return np.zeros(0, np.int64)
-    values = np.frombuffer(column, dtype=np.int64 if column.itemsize == 8 else np.int32)
-    return values.astype(np.int64, copy=False)
 
 
 def _group(keys, values, into: dict[int, list]) -> None:
@@ -265,19 +226,24 @@ def summarize_capture(
             f"{location} has no warp roles (no {ROLES_NAME})",
             hint="pass --roles FILE: the kernel_symbols.json CuTe DSL's dump_profiling_metadata wrote",
         )
-    result, kernels = [], set()
-    for label, path in find_traces(location):
-        loaded = trace_mod.load(path)
-        kernels.update(launch.kernel for launch in loaded.launches)
-        result += summarize_loaded(label, path, loaded, by=by, top=top, roles=roles, **filters)
+    loaded = [(label, path, trace_mod.load(path), beside(path)) for label, path in find_traces(location)]
+    symbols = [launch.kernel for _, _, trace, _ in loaded for launch in trace.launches]
+    others = [u["kernel"] for *_, found in loaded for u in _untraced(found)]
+    namer = Namer([*symbols, *others])
+    result = []
+    for label, path, trace, found in loaded:
+        result += summarize_loaded(
+            label, path, trace, by=by, top=top, roles=roles, namer=namer, context=found, **filters
+        )
     given = {name: value for name, value in filters.items() if value is not None}
-    if given and not any(p["kernels"] for p in result):
+    if given and not any(p["kernels"] or p["launches"] or p["uninstrumented"] for p in result):
         shown = " ".join(
             f"{FILTER_FLAGS.get(k, k)} {_text(v) if isinstance(v, tuple) else v}" for k, v in given.items()
         )
+        names = sorted({namer(symbol) for symbol in symbols})
         raise UsageError(
             f"nothing in {location} matches {shown}",
-            hint=f"its kernels: {', '.join(sorted(kernels)) or 'none'}",
+            hint=f"its kernels: {', '.join(names) or 'none'}",
         )
     return result
 
@@ -302,25 +268,70 @@ def summarize_loaded(
     top: int | None = None,
     findings: list | None = None,
     roles: Roles | None = None,
+    namer: Namer | None = None,
+    context: Beside | None = None,
     **filters: Any,
 ) -> list[dict]:
     """:func:`summarize_capture` of one trace already in memory (loaded once for the
-    report, lint and summary); ``findings`` are its lint findings, if already known."""
+    report, lint and summary); ``findings`` are its lint findings, ``context`` what its
+    folder says of it (:func:`~iket_cli.model.folder.beside`), where already known.
+
+    Kernels that recorded events get a summary of their ranges and marks (``kernels``);
+    those that recorded none (every kernel of a ``--warp-trace`` capture) a row of launch
+    statistics (``launches``); those the capture pass saw but could not trace (kernels
+    without annotations, from the manifest or the raw capture) a line (``uninstrumented``).
+    """
+    found = beside(path) if context is None else context
     findings = lint_mod.lint_file(path, loaded) if findings is None else findings
+    namer = namer or Namer([launch.kernel for launch in loaded.launches])
+    quiet = launches_mod.quiet_kernels(loaded)
+    mode = launches_mod.mode_of(loaded, found.mode)
+    untraced = _matching(_untraced(found), filters)
     chosen = trace_mod.select(loaded, **filters)
     result = []
-    for group, part in _groups(chosen, by, roles):
-        kernels = [k for k in summarize(part) if k.ranges or k.markers]
+    for group, part in _groups(chosen, by, roles, quiet):
+        kernels = [k for k in summarize(part) if k.kernel not in quiet and (k.ranges or k.markers)]
         for kernel in kernels:
             kernel.ranges = kernel.ranges[:top] if top else kernel.ranges
+            kernel.name, kernel.demangled = namer(kernel.kernel), demangle(kernel.kernel)
         result.append(
-            {"process": label, "trace": str(path), "group": group, "kernels": kernels, "findings": findings}
+            {
+                "process": label,
+                "trace": str(path),
+                "group": group,
+                "mode": mode,
+                "kernels": kernels,
+                "launches": launches_mod.per_kernel(part, namer, only=quiet) if quiet else [],
+                "uninstrumented": [
+                    {**u, "short": namer(u["kernel"]) if u["kernel"] in namer else u.get("short")}
+                    for u in untraced
+                ],
+                "findings": findings,
+            }
         )
-        findings = []  # reported once per trace, with its first group
+        findings, untraced = [], []  # reported once per trace, with its first group
     return result
 
 
-def _groups(trace: Trace, by: str, roles: Roles | None = None) -> list[tuple[str, Trace]]:
+def _untraced(found: Beside) -> list[dict]:
+    """What the capture pass launched but could not trace: as recorded in the manifest, or
+    read from the raw capture where there is one and no manifest."""
+    if found.process is not None and found.process.get("uninstrumented") is not None:
+        return list(found.process["uninstrumented"])
+    return raw_untraced(found.raw) if found.raw is not None else []
+
+
+def _matching(untraced_kernels: list[dict], filters: dict[str, Any]) -> list[dict]:
+    """Untraced kernels have no location, launch index or range: only --kernel selects them."""
+    if any(filters.get(key) is not None for key in ("range_name", "launch", "cta", "warp", "sm")):
+        return []
+    pattern = filters.get("kernel")
+    return [u for u in untraced_kernels if pattern is None or matches(pattern, u["kernel"])]
+
+
+def _groups(
+    trace: Trace, by: str, roles: Roles | None = None, quiet: frozenset | set = frozenset()
+) -> list[tuple[str, Trace]]:
     if by == "kernel":
         return [("", trace)]
     if by == "role" and roles is not None:
@@ -337,7 +348,12 @@ def _groups(trace: Trace, by: str, roles: Roles | None = None) -> list[tuple[str
             for n, launch in enumerate(trace.launches)
         ]
     key = _LOCATION_KEY[by]
-    used = {i for launch in trace.launches for i in launch.ranges.loc if 0 <= i < len(trace.locations)}
+    used = {
+        i
+        for launch in trace.launches
+        for i in (launch.warps.loc if launch.kernel in quiet else launch.ranges.loc)
+        if 0 <= i < len(trace.locations)
+    }
     values = sorted({_hashable(trace.locations[i][key]) for i in used})
     return [(f"{by} {_text(value)}", trace_mod.select(trace, **{by: value})) for value in values]
 
@@ -353,7 +369,12 @@ def _text(value) -> str:
 def to_json(processes: list[dict]) -> dict:
     """``iket show --format json``'s document (``iket report`` embeds the same)."""
     data = [
-        {**p, "kernels": to_dict(p["kernels"]), "findings": [f.to_dict() for f in p["findings"]]}
+        {
+            **p,
+            "kernels": to_dict(p["kernels"]),
+            "launches": [row.to_dict() for row in p["launches"]],
+            "findings": [f.to_dict() for f in p["findings"]],
+        }
         for p in processes
     ]
     return {"processes": data}

@@ -60,14 +60,14 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
         worst = regressions[0]
         raise CaptureError(
             f"{len(regressions)} range(s) got slower than --fail-over {fail_over} allows; worst: "
-            f"{worst.kernel} / {worst.range} {worst.ratio:.3f}x",
+            f"{worst.name or worst.kernel} / {worst.range} {worst.ratio:.3f}x",
             phase="diff",
         )
     missing = diff.unmatched(changes) if fail_over else []
     if missing:
         raise CaptureError(
             f"{len(missing)} range(s) of BASE have no match in NEW, so --fail-over cannot judge "
-            f"them: {', '.join(f'{c.kernel} / {c.range}' for c in missing[:3])}",
+            f"them: {', '.join(f'{c.name or c.kernel} / {c.range}' for c in missing[:3])}",
             phase="diff",
             hint="a renamed or removed range cannot be gated: keep its name, or make NEW the baseline",
         )

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .names import Namer
 from .vocab import ARTIFACT_STEM, ARTIFACTS, RAW_DIR, RAW_MANIFEST, RAW_PROCESS_PREFIX, raw_manifest
 
 _SUFFIXES = sorted(ARTIFACTS.values(), key=len, reverse=True)  # .pftrace.gz before .pftrace
@@ -50,7 +51,7 @@ def rescan(capture_dir: Path, previous: list[dict[str, Any]]) -> list[dict[str, 
     processes = scan_processes(capture_dir)
     for process in processes:
         old = before.get(process["pid_hex"], {})
-        for key in ("launches", "ranges", "markers", "labels", "flows"):
+        for key in ("launches", "ranges", "markers", "labels", "flows", "uninstrumented"):
             if process.get(key) is None and old.get(key) is not None:
                 process[key] = old[key]
     return processes
@@ -75,8 +76,12 @@ def _process(found: dict[str, dict[str, Any]], pid_hex: str) -> dict[str, Any]:
 def _count(capture_dir: Path, process: dict[str, Any]) -> None:
     if process["raw"]:
         kernels = raw_kernels(capture_dir / process["raw"])
-        process["kernels"] = [{"name": name, "launches": n} for name, n in kernels.items()]
+        named = Namer(kernels)
+        process["kernels"] = [
+            {"name": name, "short": named(name), "launches": n} for name, n in kernels.items()
+        ]
         process["launches"] = sum(kernels.values())
+        process["uninstrumented"] = untraced(capture_dir / process["raw"])
     trace = process["artifacts"].get("trace_json")
     if trace:
         counts = count_keys(capture_dir / trace["path"], (b'"rangeNameIdx"', b'"markerNameIdx"'))
@@ -97,6 +102,32 @@ def raw_kernels(raw_manifest_path: Path) -> Counter:
         for launch in launches
         if isinstance(launch, dict) and launch.get("canDecode")
     )
+
+
+def untraced(raw_manifest_path: Path) -> list[dict[str, Any]]:
+    """The launches the capture pass saw but could not trace (``canDecode: false``: kernels
+    without IKET annotations, PyTorch's and cuBLAS's around the user's), per kernel in
+    first-launch order: ``{kernel, short, launches, grid, block}``. The trace leaves them out;
+    the manifest keeps them (``uninstrumented``), so ``iket show`` lists them."""
+    try:
+        launches = json.loads(raw_manifest_path.read_bytes()).get("launches", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    found: dict[str, dict[str, Any]] = {}
+    for launch in launches:
+        if not isinstance(launch, dict) or launch.get("canDecode", True):
+            continue
+        name = str(launch.get("kernelName", "?"))
+        if name not in found:
+            found[name] = {
+                "kernel": name,
+                "launches": 0,
+                "grid": [launch.get(f"gridDim{axis}", 0) for axis in "XYZ"],
+                "block": [launch.get(f"blockDim{axis}", 0) for axis in "XYZ"],
+            }
+        found[name]["launches"] += 1
+    named = Namer(found)
+    return [{**entry, "short": named(entry["kernel"])} for entry in found.values()]
 
 
 def count_keys(path: Path, keys: tuple[bytes, ...]) -> list[int]:

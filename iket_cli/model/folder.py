@@ -15,7 +15,16 @@ from typing import Any
 from ..errors import ManifestError, MultiProcessError, UsageError
 from . import labels
 from . import manifest as manifest_mod
-from .vocab import MANIFEST_NAME, pid_of, raw_manifest, trace_glob
+from .vocab import (
+    GEN_CONFIG_DIR,
+    INSTRUMENT_CONFIG,
+    INSTRUMENTED,
+    MANIFEST_NAME,
+    WARP_TRACE,
+    pid_of,
+    raw_manifest,
+    trace_glob,
+)
 
 
 @dataclass(frozen=True)
@@ -145,11 +154,13 @@ class Beside:
     process: dict[str, Any] | None  # the manifest's entry for it (None: no manifest names it)
     recorded_lint: list[dict[str, Any]]  # the lint findings the manifest recorded for it
     raw: Path | None  # its raw capture (``iket/pid_<hex>/iket.data.json``), where kept
+    #: ``instrumented`` or ``warp-trace`` (vocab.MODES); None where nothing beside it says
+    mode: str | None = None
 
 
 def beside(trace: Path) -> Beside:
-    """The manifest entry, recorded findings and raw capture of ``trace`` (a merged capture's
-    manifest is one folder up)."""
+    """The manifest entry, recorded findings, raw capture and mode of ``trace`` (a merged
+    capture's manifest is one folder up)."""
     trace = Path(trace)
     raw = trace.parent / raw_manifest(pid_of(trace.name))
     raw_found = raw if raw.is_file() else None
@@ -165,5 +176,26 @@ def beside(trace: Path) -> Beside:
             if artifact and (folder / artifact["path"]).resolve() == trace.resolve():
                 pid = process.get("pid_hex")
                 recorded = [f for f in record.get("lint") or [] if f.get("process") == pid]
-                return Beside(process, recorded, raw_found)
-    return Beside(None, [], raw_found)
+                return Beside(process, recorded, raw_found, mode_of(record))
+    return Beside(None, [], raw_found, configured_mode(trace.parent))
+
+
+def mode_of(record: dict[str, Any]) -> str:
+    """A manifest's mode; one written before iket recorded it says so in run-iket's argv."""
+    if record.get("mode") in (INSTRUMENTED, WARP_TRACE):
+        return record["mode"]
+    return WARP_TRACE if "--warp-trace" in (record.get("run_iket_argv") or []) else INSTRUMENTED
+
+
+def configured_mode(folder: Path) -> str | None:
+    """A kept run-iket folder's mode: its generated config instruments nothing in warp-trace."""
+    import json
+
+    try:
+        config = json.loads((folder / GEN_CONFIG_DIR / INSTRUMENT_CONFIG).read_text())
+    except (OSError, ValueError):
+        return None
+    modules = config.get("modules") if isinstance(config, dict) else None
+    if not isinstance(modules, list):
+        return None
+    return INSTRUMENTED if modules else WARP_TRACE

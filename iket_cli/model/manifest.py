@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ManifestError
-from .vocab import ARTIFACTS, FORMATS, MANIFEST_NAME, STATUSES
+from .vocab import ARTIFACTS, FORMATS, MANIFEST_NAME, MODES, STATUSES
 
 SCHEMA_VERSION = 1
 #: The key that marks a manifest as iket's own (see :func:`is_capture`).
@@ -123,6 +123,8 @@ def validate(data: Any) -> list[str]:
         errors.append(f"schema_version {data['schema_version']} is not {SCHEMA_VERSION}")
     if data["status"] not in STATUSES:
         errors.append(f"status {data['status']!r} is not one of {', '.join(STATUSES)}")
+    if data.get("mode", MODES[0]) not in MODES:  # absent from older manifests
+        errors.append(f"mode {data['mode']!r} is not one of {', '.join(MODES)}")
     errors += _check_table(data["versions"], _VERSIONS, "versions.")
     for fmt in data["postprocess"]:
         if fmt not in FORMATS:

@@ -12,12 +12,13 @@ from typing import Any
 
 from ..errors import IketError
 from .manifest import SCHEMA_VERSION
-from .vocab import LOG_NAME
+from .vocab import INSTRUMENTED, LOG_NAME
 
 
 def build(
     *,
     status: str,
+    mode: str | None = None,
     target: dict[str, Any],
     cwd: str,
     started_at: datetime | str,
@@ -38,11 +39,13 @@ def build(
     """A manifest record (schema version 1); ``extra`` keys follow the common ones.
 
     ``log`` is the console log inside the capture, None where there is none (a folder that
-    raw run-iket made: no iket command ran the passes).
+    raw run-iket made: no iket command ran the passes). ``mode`` is what the capture pass
+    recorded (vocab.MODES; default: instrumented).
     """
     return {
         "schema_version": SCHEMA_VERSION,
         "status": status,
+        "mode": mode or INSTRUMENTED,
         "error": error_record(error) if isinstance(error, IketError) else error,
         "target": target,
         "command": command,

@@ -304,12 +304,12 @@ def select(
 ) -> Trace:
     """A trace holding only what matches every given filter.
 
-    ``kernel`` is a glob (or substring) on the kernel name, ``launch`` the launch's index in
-    the file (0-based), ``range_name`` keeps only ranges of that name (marks stay, so
-    their offsets can still find their range), ``cta``/``warp``/``sm`` keep records
+    ``kernel`` is a glob (or substring) on the kernel's raw, demangled or short name,
+    ``launch`` the launch's index in the file (0-based), ``range_name`` keeps only ranges of
+    that name (marks stay, so their offsets can still find their range), ``cta``/``warp``/``sm`` keep records
     located there, ``warps`` records of warps with those indices (a role's warps).
     """
-    import fnmatch
+    from . import names
 
     located = cta is not None or warp is not None or sm is not None or warps is not None
 
@@ -331,7 +331,7 @@ def select(
     for number, item in enumerate(trace.launches):
         if launch is not None and number != launch:
             continue
-        if kernel is not None and not (fnmatch.fnmatchcase(item.kernel, kernel) or kernel in item.kernel):
+        if kernel is not None and not names.matches(kernel, item.kernel):
             continue
         every = set(item.warps.loc) | set(item.ranges.loc) | set(item.markers.loc)
         locs = {index for index in every if wanted_loc(index)}

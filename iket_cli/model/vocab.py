@@ -79,6 +79,12 @@ LINT_FORMATS = ("text", "json")
 GROUPINGS = ("kernel", "launch", "cta", "warp", "sm", "role")
 #: ``iket diff --stat``.
 DIFF_STATS = ("median", "mean", "p90", "total")
+#: Manifest ``mode``: what the capture pass recorded. ``instrumented``: the kernels' events
+#: (ranges, marks) and warp lifetimes; ``warp-trace`` (``--warp-trace``): every launch of the
+#: process, with warp lifetimes only.
+INSTRUMENTED = "instrumented"
+WARP_TRACE = "warp-trace"
+MODES = (INSTRUMENTED, WARP_TRACE)
 #: Manifest ``status`` values.
 STATUSES = ("ok", "suspect", "failed", "timeout", "interrupted")
 
@@ -114,6 +120,8 @@ RAW_PROCESS_PREFIX = "pid_"
 RAW_MANIFEST = "iket.data.json"
 RAW_DATA = "iket.data.bin"
 TRACKER_JSON = "tracker.json"
+#: The config generation's output: the kernels to instrument (none in warp-trace mode).
+INSTRUMENT_CONFIG = "instrument.config.json"
 
 
 def raw_manifest(pid_hex: str) -> str:

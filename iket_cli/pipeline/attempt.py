@@ -24,7 +24,15 @@ from ..errors import CaptureInterrupted, CaptureTimeout, DiskFullError, IketErro
 from ..model import artifacts, labels
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
-from ..model.vocab import JSON_PER_RAW_BYTE, LOG_NAME, PROCS_NAME, STATS_NAME, formats_for
+from ..model.vocab import (
+    INSTRUMENTED,
+    JSON_PER_RAW_BYTE,
+    LOG_NAME,
+    PROCS_NAME,
+    STATS_NAME,
+    WARP_TRACE,
+    formats_for,
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,7 @@ def manifest(
     buffer = ran.device_buffer if ran else None
     return record_mod.build(
         status=status,
+        mode=WARP_TRACE if plan.options.warp_trace else INSTRUMENTED,
         error=error,
         target={**plan.target.to_dict(), "display": plan.target.describe()},
         command=plan.options.command,

@@ -19,6 +19,7 @@ from ..errors import IketError
 from ..model import annotations, artifacts, pftrace
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles
+from ..model.folder import mode_of
 from ..model.vocab import artifact_name, raw_manifest
 from ..render import report as report_mod
 
@@ -50,6 +51,7 @@ def finish(
     report = "html" in formats
     roles, dags, warnings = _annotations(capture_dir)
     findings: list[dict[str, Any]] | None = None
+    mode = mode_of(record)
     for process in record["processes"]:
         artifact = process["artifacts"].get("trace_json")
         if not artifact or (not report and not dags and artifact["bytes"] > LINT_MAX_BYTES):
@@ -61,7 +63,7 @@ def finish(
                 raise
             continue  # an unreadable trace is iket show's to report
         raw = rawevents.read(capture_dir / raw_manifest(process["pid_hex"]))
-        found = lint_mod.lint(loaded, raw=raw, sites=process.get("payload_sites"))
+        found = lint_mod.lint(loaded, raw=raw, sites=process.get("payload_sites"), mode=mode)
         findings = (findings or []) + [{"process": process["pid_hex"], **f.to_dict()} for f in found]
         arrows = flows_mod.flows(loaded, dags) if dags else []
         if arrows:

@@ -200,7 +200,7 @@ def _gate(result: JobResult, base: Path, new: Path, fail_over: str | None) -> No
         result.exit_code = 1
         result.error = (
             f"{len(missing)} range(s) of the baseline have no match, so the gate cannot judge them: "
-            f"{', '.join(f'{c.kernel} / {c.range}' for c in missing[:3])}"
+            f"{', '.join(f'{c.name or c.kernel} / {c.range}' for c in missing[:3])}"
         )
         return
     if result.regressions:
@@ -209,7 +209,7 @@ def _gate(result: JobResult, base: Path, new: Path, fail_over: str | None) -> No
         result.exit_code = 1
         result.error = (
             f"{len(result.regressions)} range(s) slower than --fail-over {fail_over}: worst "
-            f"{worst['kernel']} / {worst['range']} {worst['ratio']:.3f}x"
+            f"{worst.get('name') or worst['kernel']} / {worst['range']} {worst['ratio']:.3f}x"
         )
 
 

@@ -24,6 +24,7 @@ from ..errors import DecodeError, UsageError
 from ..model import artifacts
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
+from ..model.folder import configured_mode
 from ..model.vocab import FORMATS, MANIFEST_NAME, STATS_NAME, trace_glob
 from .finish import finish
 
@@ -93,6 +94,7 @@ def _new_manifest(capture_dir: Path, started: datetime) -> dict[str, Any]:
     """A manifest for a folder that raw run-iket made: what can be known after the fact."""
     return record_mod.build(
         status="ok",
+        mode=configured_mode(capture_dir),
         target={"kind": "unknown", "spec": "", "args": [], "display": "(captured by run-iket)"},
         cwd=str(capture_dir.resolve()),
         started_at=started,

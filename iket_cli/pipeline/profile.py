@@ -293,7 +293,6 @@ def _drift(staging: Staging, transcript: Transcript) -> list[str]:
 
 def _publish(plan: Plan, staging: Staging, facts: Facts, formats: list[str], reporter: Reporter) -> Capture:
     """Lint and report, check every artifact is there, write the manifest, publish."""
-    reporter.phase("publish")
     capture = staging.finalize()
     processes = artifacts.scan_processes(capture)
     start = time.monotonic()
@@ -302,6 +301,7 @@ def _publish(plan: Plan, staging: Staging, facts: Facts, formats: list[str], rep
         finished = finish(capture, draft, formats)
     except IketError as error:
         raise CaptureError(f"the HTML report failed: {error.message}", phase="postprocess") from None
+    reporter.phase("publish")  # the reports were postprocessing: the console and manifest agree
     if "html" in formats:  # the reports count as postprocessing
         facts = replace(facts, postprocess_s=round((facts.postprocess_s or 0) + time.monotonic() - start, 3))
     processes = finished.processes

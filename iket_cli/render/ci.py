@@ -13,7 +13,7 @@ from typing import Any
 from ..analysis.summary import summarize_capture
 from ..errors import IketError
 from ..model.vocab import JOB_FAILING
-from .tables import render_markdown
+from .tables import markdown_text, render_markdown
 
 Job = dict[str, Any]
 
@@ -35,7 +35,7 @@ def junit(jobs: list[Job]) -> str:
             gated = ET.Element(
                 "testcase",
                 classname=f"iket.run.{job['name']}",
-                name=f"{reg['kernel']}/{reg['range']}",
+                name=f"{reg.get('name') or reg['kernel']}/{reg['range']}",
                 time="0",
             )
             ET.SubElement(
@@ -85,5 +85,6 @@ def summary_markdown(jobs: list[Job], root: Path) -> str:
         render_markdown(processes, buffer)
         lines += ["", f"### {job['name']}: top ranges", "", *buffer.getvalue().splitlines()]
         for reg in job["regressions"]:
-            lines.append(f"- **regression** {reg['kernel']} / {reg['range']}: {reg['ratio']:.3f}x")
+            kernel = reg.get("name") or reg["kernel"]
+            lines.append(f"- **regression** {markdown_text(kernel)} / {reg['range']}: {reg['ratio']:.3f}x")
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ from typing import IO
 
 from ..analysis.diff import Change
 from ..model.units import duration
+from .tables import markdown_text
 
 
 def render(changes: list[Change], fmt: str, out: IO[str], stat: str) -> None:
@@ -19,7 +20,7 @@ def render(changes: list[Change], fmt: str, out: IO[str], stat: str) -> None:
     if fmt == "markdown":
         out.write("| " + " | ".join(header) + " |\n|" + " --- |" * len(header) + "\n")
         for row in rows:
-            out.write("| " + " | ".join(row) + " |\n")
+            out.write("| " + " | ".join([markdown_text(row[0]), *row[1:]]) + " |\n")
         return
     from rich.console import Console
     from rich.markup import escape
@@ -27,14 +28,16 @@ def render(changes: list[Change], fmt: str, out: IO[str], stat: str) -> None:
 
     table = Table(title=f"iket diff · {stat} per range, by impact", title_justify="left")
     for column in header:
-        table.add_column(column, justify="left" if column in ("kernel", "range", "status") else "right")
+        left = column in ("kernel", "range", "status")
+        table.add_column(column, justify="left" if left else "right", no_wrap=column == "kernel")
     for change, row in zip(changes, rows, strict=True):
         table.add_row(*(escape(cell) for cell in row), style="red" if change.regression else None)
-    Console(file=out, width=160).print(table)
+    longest = max((len(row[0]) for row in rows), default=0)
+    Console(file=out, width=max(160, longest + 90)).print(table)
 
 
 def _row(c: Change) -> list[str]:
     ratio = "-" if c.ratio is None else f"{c.ratio:.3f}x"
     delta = "-" if c.delta is None else ("+" if c.delta >= 0 else "-") + duration(abs(c.delta))
     status = "REGRESSION" if c.regression else c.status
-    return [c.kernel, c.range, duration(c.base), duration(c.new), ratio, delta, status]
+    return [c.name or c.kernel, c.range, duration(c.base), duration(c.new), ratio, delta, status]

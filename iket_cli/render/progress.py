@@ -19,9 +19,17 @@ from ..decode.pool import Progress
 from ..decode.tasks import Outcome, Task
 from ..model.folder import Capture
 from ..model.manifest import instrumented
+from ..model.names import short
 from ..model.units import human_bytes
 from ..model.vocab import MANIFEST_NAME, TIMER_STEP_NS
 
+#: Said once when the tracker pass starts: why the workload's output comes twice.
+TWICE = (
+    "the workload runs twice: the tracker pass sizes the trace buffer, then the capture pass "
+    "records the trace (each prints its output)"
+)
+#: On a terminal, each line the workload prints is tagged with the pass that printed it.
+PASS_TAGS = {"tracker": "[tracker pass]", "capture": "[capture pass]"}
 PHASE_LABELS = {
     "tracker": "tracker pass",
     "capture": "capture pass",
@@ -80,16 +88,25 @@ class ConsoleReporter(Reporter):
     def phase(self, name: str) -> None:
         now = time.monotonic()
         if not self.quiet and not self.fancy and self._phase in PHASE_LABELS:
-            _say(f"iket: {PHASE_LABELS[self._phase]} done in {now - self._phase_started:.1f} s")
+            _say(f"iket: {PHASE_LABELS[self._phase]} done in {now - self._phase_started:.2f} s")
         self._phase, self._phase_started = name, now
+        if name == "tracker" and not self.quiet:
+            self._note(TWICE)
         if self._status is None and not self.quiet:
             _say(f"iket: {PHASE_LABELS.get(name, name)}...")
+
+    def _note(self, text: str) -> None:
+        if self._status is not None:
+            self._console.print(f"iket: {text}", markup=False, highlight=False, style="dim")
+        else:
+            _say(f"iket: {text}")
 
     def output(self, line: str, *, tool: bool) -> None:
         if tool and not self.verbose:
             return
-        if self._status is not None:
-            self._console.print(line, markup=False, highlight=False, style="dim" if tool else None)
+        if self._status is not None:  # a terminal: each workload line says which pass printed it
+            shown = line if tool or self._phase not in PASS_TAGS else f"{PASS_TAGS[self._phase]} {line}"
+            self._console.print(shown, markup=False, highlight=False, style="dim" if tool else None)
             return
         stream = sys.stderr if tool else self.workload_out
         if stream in self._closed:
@@ -125,6 +142,7 @@ class ConsoleReporter(Reporter):
         _say(f"iket: captured {len(rows)} process(es) in {took:.1f} s into {capture.output_dir}")
         for pid, kernels, counts, files in rows:
             _say(f"  pid {pid}: {kernels}; {counts}; {files}")
+        _say(f"iket: {phase_line(record)}")
         if idle:
             _say(f"iket: {idle}")
         for line in _overhead_lines(record):
@@ -136,23 +154,48 @@ class ConsoleReporter(Reporter):
         from rich.table import Table
 
         table = Table(title=f"iket capture · {took:.1f} s · {escape(str(capture.output_dir))}")
-        for column in ("pid", "kernels", "launches / ranges / markers", "artifacts"):
+        for column in ("pid", "kernels", "recorded", "artifacts"):
             table.add_column(column)
         for row in rows:
             table.add_row(*(escape(cell) for cell in row))
         self._console.print(table)
         if idle:
             self._console.print(escape(idle))
+        self._console.print(escape(phase_line(capture.manifest)))
         for line in _overhead_lines(capture.manifest):
             self._console.print(f"overhead: {escape(line)}")
         self._console.print(f"open [bold]{escape(_what_to_open(capture))}[/]")
 
 
 def _row(capture: Capture, info: dict[str, Any]) -> tuple[str, str, str, str]:
-    kernels = ", ".join(k["name"] for k in info["kernels"]) or "-"
-    counts = " / ".join("-" if info[k] is None else f"{info[k]:,}" for k in ("launches", "ranges", "markers"))
+    kernels = ", ".join(k.get("short") or short(k["name"]) for k in info["kernels"]) or "-"
+    counts = counted(info)
     files = "  ".join(f"{a['path']} ({human_bytes(a['bytes'])})" for a in info["artifacts"].values())
     return info["pid_hex"], kernels, counts, files
+
+
+#: How the console names what a process recorded: (manifest key, one, many).
+_COUNTED = (("launches", "launch", "launches"), ("ranges", "range", "ranges"), ("markers", "mark", "marks"))
+
+
+def counted(info: dict[str, Any]) -> str:
+    """``27 launches · 0 ranges · 0 marks``: labelled counts ("-" where unknown)."""
+    parts = []
+    for key, one, many in _COUNTED:
+        value = info.get(key)
+        parts.append(f"- {many}" if value is None else f"{value:,} {one if value == 1 else many}")
+    return " · ".join(parts)
+
+
+def phase_line(record: dict[str, Any]) -> str:
+    """The manifest's phase times, as the console's last word on them."""
+    phases = record.get("phases") or {}
+    shown = [
+        f"{PHASE_LABELS.get(name, name).split(' (')[0]} {seconds:.2f} s"
+        for name, seconds in phases.items()
+        if seconds is not None and name in PHASE_LABELS
+    ]
+    return "phases: " + (" · ".join(shown) or "-") + f" (of {record['duration_s']:.2f} s, manifest.json)"
 
 
 def _overhead_lines(record: dict[str, Any]) -> list[str]:
@@ -170,7 +213,7 @@ def overhead_line(row: dict[str, Any]) -> str:
     if row["at_resolution_limit"]:
         per_event = f", within the timer's {TIMER_STEP_NS} ns step: too small to measure"
     return (
-        f"{row['kernel']}: {row['uninstrumented_ns']:,} ns without instrumentation, "
+        f"{short(row['kernel'])}: {row['uninstrumented_ns']:,} ns without instrumentation, "
         f"{row['instrumented_ns']:,} ns with ({share}{per_event}; median of "
         f"{row['uninstrumented_launches']} and {row['launches']} launches)"
     )

@@ -31,7 +31,8 @@ from ..analysis.lint import Finding
 from ..errors import UsageError
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles, dags_for, roles_for
-from ..model.folder import find_traces, manifest_of, process_label
+from ..model.folder import Beside, find_traces, manifest_of, mode_of, process_label
+from ..model.names import Namer
 from ..model.vocab import ARTIFACTS, PAYLOAD_TYPES, stem
 from . import report_data
 
@@ -149,7 +150,7 @@ def process_page(
         "kind": "capture",
         "title": f"{name} · {record['target'].get('display', '')}".strip(" ·"),
         "meta": _meta(record),
-        "stats": _stats(one, findings),
+        "stats": _stats(one, findings, Beside(process, [], None, mode_of(record))),
         "timelines": report_data.timelines(one, roles=roles, flows=flows),
         "perfetto": _perfetto_file(capture_dir / (name + ARTIFACTS["pftrace_gz"])),
         **_annotations(dags),
@@ -198,13 +199,19 @@ def _meta(record: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _stats(
-    processes: list[tuple[str, Path, trace_mod.Trace]], findings: list[Finding] | None = None
+    processes: list[tuple[str, Path, trace_mod.Trace]],
+    findings: list[Finding] | None = None,
+    context: Beside | None = None,
 ) -> list[dict[str, Any]]:
     """Exactly ``iket show --format json``'s ``processes``, from the already loaded traces
-    (``findings``: the one trace's lint findings, where the caller has them already)."""
+    (``findings`` and ``context``: the one trace's lint findings and what its capture says
+    of it, where the caller has them already)."""
     summaries = []
+    namer = Namer(launch.kernel for _, _, loaded in processes for launch in loaded.launches)
     for label, path, loaded in processes:
-        summaries += summary_mod.summarize_loaded(label, path, loaded, findings=findings)
+        summaries += summary_mod.summarize_loaded(
+            label, path, loaded, findings=findings, namer=namer, context=context
+        )
     return summary_mod.to_json(summaries)["processes"]
 
 

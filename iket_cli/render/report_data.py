@@ -10,7 +10,12 @@ launch and only where the capture has them:
 * ``kinds``: each range's type (push/pop, or a token range drawn on a lane of its own);
 * ``rp``/``rpt``, ``mp``/``mpt``: payload values (float64) and types of ranges and marks;
 * ``flows``: (source, target, edge) triples of embedded ranges: the DAG's arrows;
-* each row's warp role, from ``kernel_symbols.json``.
+* each row's warp role, from ``kernel_symbols.json``;
+* ``occ``: per SM, the warps resident over the launch in :data:`OCCUPANCY_BINS` steps (how
+  the grid filled the GPU; all SMs, even where the rows shown are a budget's share).
+
+A launch's rows are at most :data:`ROW_BUDGET` warps (a warp-trace launch of PyTorch's has
+16k): the occupancy and the tables cover them all.
 """
 
 from __future__ import annotations
@@ -25,8 +30,11 @@ from typing import Any
 from ..analysis.flows import Flow
 from ..model import trace as trace_mod
 from ..model.annotations import Roles
+from ..model.names import Namer, demangle
 
 EVENT_BUDGET = 300_000  # ranges + marks embedded in the timeline of one report
+ROW_BUDGET = 2048  # warps (rows) embedded per launch
+OCCUPANCY_BINS = 240
 INT32_MAX = 2**31 - 1
 
 Loaded = tuple[str, Path, trace_mod.Trace]
@@ -46,16 +54,17 @@ def timelines(
     by_launch: dict[int, list[Flow]] = {}
     for flow in flows or []:
         by_launch.setdefault(flow.launch, []).append(flow)
-    return [
-        {
-            "process": label,
-            "launches": [
-                _launch(loaded, n, launch, share, roles, by_launch.get(n, []))
-                for n, launch in enumerate(loaded.launches)
-            ],
-        }
-        for label, _, loaded in processes
-    ]
+    namer = Namer(launch.kernel for _, _, loaded in processes for launch in loaded.launches)
+    result = []
+    for label, _, loaded in processes:
+        launches = []
+        sm_of = _sm_of(loaded)
+        for n, launch in enumerate(loaded.launches):
+            data = _launch(loaded, n, launch, share, roles, by_launch.get(n, []))
+            data["occ"] = _occupancy(launch, sm_of, data["span"], data["unit"])
+            launches.append({**data, "name": namer(launch.kernel), "demangled": demangle(launch.kernel)})
+        result.append({"process": label, "launches": launches})
+    return result
 
 
 def _launch(
@@ -78,7 +87,7 @@ def _launch(
     per_row = Counter(launch.ranges.loc) + Counter(launch.markers.loc)  # events per warp
     kept, events = [], 0
     for loc in order:
-        if kept and events + per_row[loc] > budget:
+        if kept and (events + per_row[loc] > budget or len(kept) >= ROW_BUDGET):
             break
         kept.append(loc)
         events += per_row[loc]
@@ -132,6 +141,51 @@ def _launch(
         "total_marks": len(m),
         "shown_ranges": len(ranges) // 4,
         "shown_marks": len(marks) // 3,
+    }
+
+
+def _sm_of(loaded: trace_mod.Trace):
+    """Each location's SM, as a numpy array (one pass over the location table per trace)."""
+    import numpy as np
+
+    return np.asarray([x.get("smId", -1) for x in loaded.locations] or [-1], dtype=np.int64)
+
+
+def _occupancy(launch: trace_mod.Launch, sm_of, span: int, unit: int) -> dict | None:
+    """Per SM, the mean number of resident warps in each of :data:`OCCUPANCY_BINS` equal
+    steps of the launch (x100, as int32): a warp's share of a step is the time it ran in it.
+
+    Exact and vectorised: the warp-time an SM holds before ``t`` is a sum of clipped ramps,
+    so each step's is a difference of that sum at its two edges.
+    """
+    import numpy as np
+
+    w, r, m = launch.warps, launch.ranges, launch.markers
+    if not len(w):
+        return None
+    origin = min(min(c) for c in (w.start, r.start, m.start) if len(c))
+    start = np.frombuffer(w.start, dtype=np.int64) - origin
+    end = np.frombuffer(w.end, dtype=np.int64) - origin
+    loc = np.frombuffer(w.loc, dtype=np.int32).astype(np.int64)
+    sm = np.where((loc >= 0) & (loc < len(sm_of)), sm_of[np.clip(loc, 0, len(sm_of) - 1)], -1)
+    span = max(span, 1)
+    edges = np.linspace(0, span, OCCUPANCY_BINS + 1)
+    sms, row = np.unique(sm, return_inverse=True)
+    held = np.zeros((len(sms), OCCUPANCY_BINS + 1))
+    order = np.argsort(row, kind="stable")
+    cuts = np.searchsorted(row[order], np.arange(len(sms) + 1))
+    for index in range(len(sms)):  # one SM's warps at a time: bounded memory
+        mine = order[cuts[index] : cuts[index + 1]]
+        ramps = np.clip(edges[None, :] - start[mine, None], 0, (end - start)[mine, None])
+        held[index] = ramps.sum(axis=0)
+    resident = np.diff(held, axis=1) / (span / OCCUPANCY_BINS)
+    values = np.rint(resident * 100).astype(np.int32).ravel()
+    return {
+        "sms": [int(x) for x in sms],
+        "bins": OCCUPANCY_BINS,
+        "step": span / OCCUPANCY_BINS / unit,
+        "peak": int(values.max()) if len(values) else 0,
+        "data": _b64(array("i", values.tolist())),
     }
 
 

@@ -12,33 +12,31 @@ from typing import IO
 
 from ..analysis import summary as summary_mod
 from ..analysis.lint import Finding
+from ..model.names import short
 from ..model.units import duration
-from ..model.vocab import TIMER_STEP_NS
+from ..model.vocab import TIMER_STEP_NS, WARP_TRACE
 
 
 def flat_rows(processes: list[dict]) -> list[dict]:
-    """One row per range and per mark, for CSV and markdown."""
+    """One row per range, mark, warp-traced kernel and untraced kernel, for CSV and markdown.
+
+    ``kernel`` is the short name a person reads, ``symbol`` the raw one; a ``launch`` row's
+    durations are its launch spans (first warp start to last warp end), its count launches.
+    """
     rows = []
     for process in processes:
+        where = {"process": process["process"], "group": process["group"]}
         for kernel in process["kernels"]:
-            base = {"process": process["process"], "group": process["group"], "kernel": kernel.kernel}
+            base = {**where, "kernel": kernel.name or kernel.kernel, "symbol": kernel.kernel}
             for row in kernel.ranges:
-                d = row.durations
                 rows.append(
                     {
                         **base,
                         "kind": "range",
                         "name": row.name,
-                        "count": d.count,
-                        "total_ns": d.total,
-                        "mean_ns": round(d.mean, 1),
-                        "min_ns": d.min,
-                        "p50_ns": d.p50,
-                        "p90_ns": d.p90,
-                        "p99_ns": d.p99,
-                        "max_ns": d.max,
+                        **_stat_cells(row.durations),
                         "share_of_warp_time": row.share_of_warp_time,
-                        "at_resolution_limit": d.at_resolution_limit,
+                        "at_resolution_limit": row.durations.at_resolution_limit,
                     }
                 )
             for marker in kernel.markers:
@@ -53,13 +51,43 @@ def flat_rows(processes: list[dict]) -> list[dict]:
                         "p90_ns": off.p90 if off else None,
                     }
                 )
+        for launched in process.get("launches", []):
+            base = {**where, "kernel": launched.name, "symbol": launched.kernel}
+            rows.append(
+                {
+                    **base,
+                    "kind": "launch",
+                    "name": "",
+                    **_stat_cells(launched.span),
+                    "count": launched.launches,
+                }
+            )
+        for untraced in process.get("uninstrumented", []):
+            base = {**where, "kernel": untraced["short"], "symbol": untraced["kernel"]}
+            rows.append({**base, "kind": "uninstrumented", "name": "", "count": untraced["launches"]})
     return rows
+
+
+def _stat_cells(d) -> dict:
+    if d is None:
+        return {"count": 0}
+    return {
+        "count": d.count,
+        "total_ns": d.total,
+        "mean_ns": round(d.mean, 1),
+        "min_ns": d.min,
+        "p50_ns": d.p50,
+        "p90_ns": d.p90,
+        "p99_ns": d.p99,
+        "max_ns": d.max,
+    }
 
 
 COLUMNS = (
     "process",
     "group",
     "kernel",
+    "symbol",
     "kind",
     "name",
     "count",
@@ -90,7 +118,7 @@ def render_markdown(processes: list[dict], out: IO[str]) -> None:
     for row in flat_rows(processes):
         cells = [
             f"{row['process']}{' ' + row['group'] if row['group'] else ''}",
-            row["kernel"],
+            markdown_text(row["kernel"]),
             row["kind"],
             row["name"],
             f"{row['count']:,}",
@@ -99,6 +127,11 @@ def render_markdown(processes: list[dict], out: IO[str]) -> None:
             value = row.get(key)
             cells.append("" if value is None else duration(value))
         out.write("| " + " | ".join(cells) + " |\n")
+
+
+def markdown_text(text: str) -> str:
+    """Text for a markdown table cell: ``<cutlass_80_...>`` would be read as an HTML tag."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def render_json(processes: list[dict], out: IO[str]) -> None:
@@ -110,14 +143,15 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(file=out, width=160)
-    flagged = False
+    longest = max((len(k.name) for p in processes for k in p.get("launches", [])), default=0)
+    console = Console(file=out, width=max(160, longest + 150))  # whole names: never cut
+    flagged = marks = False
     for process in processes:
         for kernel in process["kernels"]:
             lifetime = kernel.warp_lifetimes
             group = f" · {escape(process['group'])}" if process["group"] else ""
             title = (
-                f"pid {escape(process['process'])}{group} · {escape(kernel.kernel)} · "
+                f"pid {escape(process['process'])}{group} · {escape(kernel.name or kernel.kernel)} · "
                 f"{kernel.launches} launch(es) · grid {kernel.grid} · block {kernel.block} · "
                 f"warp lifetime p50 {duration(lifetime.p50 if lifetime else None)}"
             )
@@ -153,6 +187,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                     share,
                 )
             for marker in kernel.markers:
+                marks = True
                 off = marker.offset_from_range
                 table.add_row(
                     f"mark {escape(marker.name)}",
@@ -167,9 +202,84 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                     "",
                 )
             console.print(table)
+        if process.get("launches"):
+            console.print(launch_table(process))
+        for line in untraced_lines(process.get("uninstrumented", [])):
+            console.print(escape(line), highlight=False)
     if flagged:
         console.print(f"* within one step of the GPU timer ({TIMER_STEP_NS} ns): at the resolution limit")
-    console.print("marks: offset from the start of the enclosing range (p50 under p50, p90 under p90)")
+    if marks:
+        console.print("marks: offset from the start of the enclosing range (p50 under p50, p90 under p90)")
+
+
+def dims(value) -> str:
+    """``4096×1×1``: a grid or block as people write it."""
+    return "×".join(str(v) for v in value)
+
+
+def launch_table(process: dict):
+    """The kernels that recorded no event (all of a ``--warp-trace`` capture): per kernel its
+    launches and their span (first warp start to last warp end), warps, SMs and gaps."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    group = f" · {escape(process['group'])}" if process["group"] else ""
+    what = "warp trace" if process.get("mode") == WARP_TRACE else "kernels that recorded no event"
+    count = sum(k.launches for k in process["launches"])
+    table = Table(
+        title=f"pid {escape(process['process'])}{group} · {what} · {count:,} launch(es) of "
+        f"{len(process['launches'])} kernel(s) · span: first warp start to last warp end",
+        title_justify="left",
+    )
+    for column in LAUNCH_COLUMNS:
+        table.add_column(column, justify="left" if column == "kernel" else "right", no_wrap=True)
+    for k in process["launches"]:
+        span, warp, gap = k.span, k.warp_lifetimes, k.gap_before
+        table.add_row(
+            escape(k.name),
+            f"{k.launches:,}",
+            dims(k.grid),
+            dims(k.block),
+            duration(span.p50 if span else None),
+            duration(span.p90 if span else None),
+            duration(span.max if span else None),
+            duration(span.total if span else None),
+            duration(warp.p50 if warp else None),
+            duration(warp.max if warp else None),
+            str(k.sms),
+            duration(gap.p50 if gap else None),
+        )
+    return table
+
+
+LAUNCH_COLUMNS = (
+    "kernel",
+    "launches",
+    "grid",
+    "block",
+    "span p50",
+    "p90",
+    "max",
+    "total",
+    "warp p50",
+    "warp max",
+    "SMs",
+    "gap before p50",
+)
+
+
+def untraced_lines(untraced: list[dict]) -> list[str]:
+    """A line per kernel the capture pass launched but could not trace (no annotations)."""
+    if not untraced:
+        return []
+    total = sum(u["launches"] for u in untraced)
+    lines = [f"not instrumented (launched, not traced): {total:,} launch(es) of {len(untraced)} kernel(s)"]
+    width = max(len(u["short"]) for u in untraced)
+    lines += [
+        f"  {u['short']:<{width}}  ×{u['launches']:<4} grid {dims(u['grid'])} · block {dims(u['block'])}"
+        for u in untraced
+    ]
+    return lines
 
 
 def lint_lines(findings: list[Finding]) -> list[str]:
@@ -193,7 +303,7 @@ PAYLOAD_COLUMNS = ("process", "kernel", "kind", "name", "types", "count", "disti
 def payload_rows(processes: list[dict]) -> list[dict]:
     """One flat row per (process, kernel, kind, name) with payloads."""
     return [
-        {"process": p["process"], **row.to_dict(), "types": "/".join(row.types)}
+        {"process": p["process"], **row.to_dict(), "kernel": short(row.kernel), "types": "/".join(row.types)}
         for p in processes
         for row in p["payloads"]
     ]
@@ -241,7 +351,7 @@ def render_payloads(processes: list[dict], fmt: str, out: IO[str]) -> None:
     ]
     if fmt == "markdown":
         out.write("| " + " | ".join(header) + " |\n|" + " --- |" * len(header) + "\n")
-        out.writelines("| " + " | ".join(c) + " |\n" for c in cells)
+        out.writelines("| " + " | ".join(markdown_text(x) for x in c) + " |\n" for c in cells)
         return
     from rich.console import Console
     from rich.markup import escape

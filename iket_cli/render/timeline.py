@@ -3,7 +3,8 @@
 The quick look over ssh that the Perfetto UI gives on a desk. Time runs left to right
 over the launch's warp lifetimes; each character cell covers ``span / width``
 nanoseconds. A cell shows the innermost range covering most of it (colour and initial by
-range name), ``│`` where a mark falls, ``·`` where the warp is alive outside any range.
+range name), ``│`` where a mark falls, ``·`` where the warp is alive outside any range; in a
+launch that recorded no event (a warp trace) ``━`` where the warp is alive.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import defaultdict
 from typing import IO
 
 from ..errors import UsageError
+from ..model.names import short
 from ..model.trace import Launch, Trace
 from ..model.units import duration
 
@@ -40,20 +42,24 @@ def render(
     step = max(1.0, (t1 - t0) / width)
     console = Console(file=out, width=width + 40, highlight=False)
     console.print(
-        f"{item.kernel} · grid {item.grid} · block {item.block} · {duration(t1 - t0)} "
+        f"{short(item.kernel)} · grid {item.grid} · block {item.block} · {duration(t1 - t0)} "
         f"· one cell = {duration(step)}"
     )
     locs = sorted(rows, key=lambda loc: _order(trace, loc))
     shown = locs[:max_rows]
-    colours = {}
+    colours: dict[str, str] = {}
+    alive = "·" if len(item.ranges) or len(item.markers) else "━"
     for loc in shown:
         label = Text(_label(trace, loc).ljust(22)[:22] + " ")
-        line = _line(rows[loc], t0, step, width, trace, colours)
+        line = _line(rows[loc], t0, step, width, trace, colours, alive)
         console.print(label + line)
     if len(locs) > len(shown):
         console.print(f"… {len(locs) - len(shown)} more warps: choose one CTA with --cta X,Y,Z")
     axis = f"{'':23}0{duration(t1 - t0).rjust(width - 1)}"
     console.print(axis)
+    if alive != "·":
+        console.print(f"{alive} warp alive (this launch recorded no event)")
+        return
     legend = Text("ranges: ")
     for name, colour in colours.items():
         legend.append(f"{name} ", style=f"bold {colour}")
@@ -76,13 +82,13 @@ def _rows(item: Launch) -> dict[int, dict[str, list]]:
     return {loc: spans for loc, spans in rows.items() if spans["alive"]}
 
 
-def _line(spans: dict, t0: int, step: float, width: int, trace: Trace, colours: dict):
+def _line(spans: dict, t0: int, step: float, width: int, trace: Trace, colours: dict, alive: str = "·"):
     from rich.text import Text
 
     cells: list[tuple[str, str | None]] = [(" ", None)] * width
     for start, end in spans["alive"]:
         for col in _columns(start, end, t0, step, width):
-            cells[col] = ("·", "dim")
+            cells[col] = (alive, "dim" if alive == "·" else "cyan")
     # longer (outer) ranges first, so that inner ones are drawn over them
     for start, end, name in sorted(spans["ranges"], key=lambda r: -(r[1] - r[0])):
         label = trace.name(name)

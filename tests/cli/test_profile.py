@@ -96,7 +96,9 @@ def test_every_target_form_captures(work, double, form):
     assert "ui.perfetto.dev" in report and '"kernel":"profiled_affine_kernel"' in report, "the offline report"
     gz = process["artifacts"]["pftrace_gz"]["path"]
     assert gzip.decompress((work / "cap" / gz).read_bytes()) == gzip.decompress((AFFINE / gz).read_bytes())
-    assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
+    assert process["kernels"] == [
+        {"name": "profiled_affine_kernel", "short": "profiled_affine_kernel", "launches": 1}
+    ]
     assert (process["launches"], process["ranges"], process["markers"]) == (1, 1, 1)
     assert record["postprocess"] == ["perfetto", "json", "html"]
     assert set(record["phases"]) == {"tracker", "config", "capture", "postprocess", "run_iket", "overhead"}
@@ -138,8 +140,8 @@ def test_keep_and_single_format(work, double):
     assert set(process["artifacts"]) == {"trace_json"}
     assert process["raw"] == "iket/pid_0x23f/iket.data.json"
     assert process["kernels"] == [
-        {"name": "scale_loop_kernel", "launches": 3},
-        {"name": "copy_kernel_kernel", "launches": 1},
+        {"name": "scale_loop_kernel", "short": "scale_loop_kernel", "launches": 3},
+        {"name": "copy_kernel_kernel", "short": "copy_kernel_kernel", "launches": 1},
     ]
 
 

@@ -46,7 +46,9 @@ def test_scan_counts_match_a_full_parse(tmp_path, capture):
         assert process["ranges"] == sum(len(launch["ranges"]) for launch in launches)
         assert process["markers"] == sum(len(launch["markers"]) for launch in launches)
         names = [launch["kernelName"] for launch in launches]
-        assert process["kernels"] == [{"name": n, "launches": names.count(n)} for n in dict.fromkeys(names)]
+        assert process["kernels"] == [
+            {"name": n, "short": n, "launches": names.count(n)} for n in dict.fromkeys(names)
+        ]
         assert set(process["artifacts"]) == {"trace_json", "perfetto", "html", "pftrace_gz"}
         perfetto = process["artifacts"]["perfetto"]
         assert perfetto["bytes"] == (folder / perfetto["path"]).stat().st_size

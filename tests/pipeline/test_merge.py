@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 
@@ -44,9 +46,12 @@ def test_merge_links_artifacts_and_lists_every_process(two_nodes):
     assert merged_trace.read_bytes() == (FIXTURES / "multi" / "iket_pid_0x23f.trace.json").read_bytes()
     assert merged_trace.stat().st_ino == (caps / "node-b" / "iket_pid_0x23f.trace.json").stat().st_ino
     shown = run_iket("show", two_nodes / "merged", "--format", "csv", cwd=two_nodes)
-    kernels = {line.split(",")[2] for line in shown.stdout.splitlines()[1:]}
-    assert {line.split(",")[0] for line in shown.stdout.splitlines()[1:]} == {"node-a/0x204", "node-b/0x23f"}
+    rows = list(csv.DictReader(io.StringIO(shown.stdout)))
+    kernels = {row["kernel"] for row in rows if row["kind"] in ("range", "mark")}
+    assert {row["process"] for row in rows} == {"node-a/0x204", "node-b/0x23f"}
     assert kernels == {"profiled_affine_kernel", "scale_loop_kernel", "copy_kernel_kernel"}
+    untraced = {row["process"] for row in rows if row["kind"] == "uninstrumented"}
+    assert untraced == {"node-a/0x204", "node-b/0x23f"}, "PyTorch's launches of both inputs"
     same = run_iket("diff", two_nodes / "merged", two_nodes / "merged", "--fail-over", "1%", cwd=two_nodes)
     assert same.code == 0, same
 

@@ -23,7 +23,9 @@ def test_cli_on_a_raw_run_iket_folder_creates_the_manifest_and_is_idempotent(tmp
     assert json.loads(first.stdout) == record
     assert record["target"]["kind"] == "unknown" and record["status"] == "ok"
     assert [p["pid_hex"] for p in record["processes"]] == ["0x299", "0x2b5"]
-    assert record["processes"][0]["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
+    assert record["processes"][0]["kernels"] == [
+        {"name": "profiled_affine_kernel", "short": "profiled_affine_kernel", "launches": 1}
+    ]
     before = artifacts(folder)
     again = run_iket("postprocess", folder, "-j", "1", cwd=tmp_path)
     assert again.code == 0, again

@@ -70,8 +70,9 @@ def test_affine_report_offline_with_hover(browser, tmp_path):
         tip.wait_for(state="visible", timeout=5000)
         text = tip.inner_text()
         assert "affine" in text and "duration 224 ns" in text and "warp 0" in text
-        headers = page.page.locator("#stats th")
+        headers = page.page.locator("#stats table.ranges th")
         assert headers.count() == 12
+        assert page.page.locator("#stats table.untraced tbody tr").count() == 12, "PyTorch's kernels"
         page.page.screenshot(path=str(tmp_path / "affine.png"), full_page=True)
         assert (tmp_path / "affine.png").stat().st_size > 10_000
         assert page.errors == []
@@ -88,10 +89,10 @@ def test_multi_report_every_launch_and_sorting(browser, tmp_path):
             page.page.select_option("select[aria-label=launch]", str(option))
             counts.append(page.bars())
         assert counts == [64, 64, 64, 16]
-        first_cells = page.page.locator("#stats tbody tr td:first-child")
-        count_header = page.page.locator("#stats th", has_text="count")
+        first_cells = page.page.locator("#stats table.ranges tbody tr td:first-child")
+        count_header = page.page.locator("#stats table.ranges th", has_text="count")
         count_header.click()  # sort by count, largest first
-        counts_column = page.page.locator("#stats tbody tr td:nth-child(4)").all_inner_texts()
+        counts_column = page.page.locator("#stats table.ranges tbody tr td:nth-child(4)").all_inner_texts()
         assert counts_column == ["192", "192", "16"]
         assert first_cells.count() == 3
         box = page.page.locator(".timeline canvas").bounding_box()
@@ -162,6 +163,33 @@ def test_cute_pipeline_report_draws_lanes_roles_payloads_and_arrows(browser, tmp
         keep = Path(__file__).resolve().parents[2] / "docs" / "report_cute.png"
         if keep.parent.is_dir() and __import__("os").environ.get("IKET_KEEP_SCREENSHOT"):
             shutil.copy(tmp_path / "cute.png", keep)
+        assert page.errors == []
+        assert all(url.startswith("file://") for url in page.requests), page.requests
+    finally:
+        page.close()
+
+
+def test_warp_trace_report_draws_warps_and_sm_occupancy(browser, tmp_path, torch_warp):
+    page = Page(browser, report.write(torch_warp, tmp_path / "torch.html"))
+    try:
+        labels = page.page.locator("select option").all_inner_texts()
+        assert len(labels) == 27 and not any("_Z" in label for label in labels)
+        assert any("cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>" in x for x in labels)
+        occupancy = page.page.locator("canvas.occupancy")
+        assert occupancy.is_visible() and occupancy.bounding_box()["height"] >= 100, "a row per SM"
+        assert "SM occupancy" in page.page.locator("#timeline").inner_text()
+        where = page.page.evaluate(
+            """() => { const p = window.iketReport.panels[0], l = p.l, r = p.canvas.getBoundingClientRect();
+                 const x = (p.x(l.w[1]) + p.x(l.w[2])) / 2, y = p.rowY(l.w[0]) + p.rowH / 2;
+                 return { x: r.left + x, y: r.top + y }; }"""
+        )
+        page.page.mouse.move(where["x"], where["y"])
+        tip = page.page.locator("#tip")
+        tip.wait_for(state="visible", timeout=5000)
+        assert "warp lifetime" in tip.inner_text() and "SM " in tip.inner_text()
+        stats = page.page.locator("#stats").inner_text()
+        assert "span p50" in stats and "_Z" not in stats
+        page.page.screenshot(path=str(tmp_path / "torch.png"), full_page=False)
         assert page.errors == []
         assert all(url.startswith("file://") for url in page.requests), page.requests
     finally:

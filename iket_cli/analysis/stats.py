@@ -1,0 +1,56 @@
+"""Distributions of durations: nearest-rank percentiles over numpy arrays.
+
+Shared by :mod:`.summary` (ranges, marks) and :mod:`.launches` (launch spans, warps).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..model.vocab import TIMER_STEP_NS
+
+
+@dataclass
+class Stats:
+    """Distribution of durations (or offsets) in nanoseconds."""
+
+    count: int
+    total: int
+    mean: float
+    min: int
+    p50: int
+    p90: int
+    p99: int
+    max: int
+
+    @property
+    def at_resolution_limit(self) -> bool:
+        """True when the typical value is within one step of the timer: read it with care."""
+        return self.p50 <= TIMER_STEP_NS
+
+
+def stats(values) -> Stats | None:
+    """Nearest-rank percentiles of a list or numpy array of ints; None for no values."""
+    import numpy as np
+
+    ordered = np.sort(np.asarray(values, dtype=np.int64))
+    n = len(ordered)
+    if not n:
+        return None
+
+    def rank(q: float) -> int:
+        return int(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))])
+
+    total = int(ordered.sum())
+    return Stats(n, total, total / n, int(ordered[0]), rank(0.5), rank(0.9), rank(0.99), int(ordered[-1]))
+
+
+def ints(column):
+    """An ``array`` column as an int64 numpy array (a view where it already is one)."""
+    import numpy as np
+
+    if not len(column):
+        return np.zeros(0, np.int64)
+    values = np.frombuffer(column, dtype=np.int64 if column.itemsize == 8 else np.int32)
+    return values.astype(np.int64, copy=False)
