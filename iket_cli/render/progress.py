@@ -28,6 +28,8 @@ TWICE = (
     "the workload runs twice: the tracker pass sizes the trace buffer, then the capture pass "
     "records the trace (each prints its output)"
 )
+#: Kernels named per process in the summary; the rest are counted (a warp trace has dozens).
+SHOWN_KERNELS = 4
 #: On a terminal, each line the workload prints is tagged with the pass that printed it.
 PASS_TAGS = {"tracker": "[tracker pass]", "capture": "[capture pass]"}
 PHASE_LABELS = {
@@ -168,7 +170,9 @@ class ConsoleReporter(Reporter):
 
 
 def _row(capture: Capture, info: dict[str, Any]) -> tuple[str, str, str, str]:
-    kernels = ", ".join(k.get("short") or short(k["name"]) for k in info["kernels"]) or "-"
+    names = [k.get("short") or short(k["name"]) for k in info["kernels"]]
+    more = f" and {len(names) - SHOWN_KERNELS} more (iket show)" if len(names) > SHOWN_KERNELS else ""
+    kernels = ", ".join(names[:SHOWN_KERNELS]) + more or "-"
     counts = counted(info)
     files = "  ".join(f"{a['path']} ({human_bytes(a['bytes'])})" for a in info["artifacts"].values())
     return info["pid_hex"], kernels, counts, files

@@ -183,6 +183,7 @@ def test_profile_warp_trace_records_the_mode_and_reads_well(work, double):
     assert process["uninstrumented"] == [], "a warp trace traces every launch"
     no_mangled(result.stderr)
     assert "27 launches · 0 ranges · 0 marks" in result.stderr
+    assert "and 10 more (iket show)" in result.stderr, "14 kernels: four named, the rest counted"
     assert "runs twice" not in result.stderr, "no tracker pass in warp-trace mode"
     show = run_iket("show", work / "cap", cwd=work)
     assert "warp trace · 27 launch(es) of 14 kernel(s)" in show.stdout and show.stderr == "", show
