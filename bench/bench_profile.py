@@ -3,8 +3,11 @@
 Ways to capture the same kernel (``examples/profile_affine.py``),
 interleaved, ``--runs`` times each, in one process so that they share the machine's state:
 
-* ``iket``: ``python -m iket_cli profile profile_affine.py:workload`` (with its warm standby:
-  the second pass is handed to a process that imported torch and TIRx during the first)
+* ``iket``: ``python -m iket_cli profile profile_affine.py:workload --tracker fresh`` (both
+  passes, with its warm standby: the second pass is handed to a process that imported torch
+  and TIRx during the first)
+* ``iket-reuse``: the same with ``--tracker auto`` (the default), primed by one untimed capture:
+  every timed run reuses the cached tracker pass and runs the workload once
 * ``iket-cold``: the same with ``--no-warm``: both passes import torch and TIRx themselves
 * ``raw``: ``run-iket ... profile --postprocess all -- python3 -c "import profile_affine as p; p.workload()"``
 * ``iket.run``: ``python3 profile_affine.py`` (its ``__main__`` calls TIRx's ``iket.run``)
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -60,9 +64,11 @@ def variants(work: Path) -> dict[str, tuple[list[str], Path]]:
         "--clobber",
         "-q",
     ]
-    cold = [*iket[:6], "out-iket-cold", "--clobber", "-q", "--no-warm"]
+    cold = [*iket[:6], "out-iket-cold", "--clobber", "-q", "--no-warm", "--tracker", "fresh"]
+    reuse = [*iket[:6], "out-iket-reuse", "--clobber", "-q"]
     return {
-        "iket": (iket, work / "out-iket"),
+        "iket": ([*iket, "--tracker", "fresh"], work / "out-iket"),
+        "iket-reuse": (reuse, work / "out-iket-reuse"),
         "iket-cold": (cold, work / "out-iket-cold"),
         "raw": raw("out-raw"),
         "iket.run": ([py, "profile_affine.py"], work / "iket_affine_trace"),
@@ -80,6 +86,10 @@ def main() -> int:
     shutil.copy(ROOT / "examples/profile_affine.py", work)
     chosen = args.variants.split(",")
     order = [(name, spec) for name, spec in variants(work).items() if name in chosen]
+    os.environ["IKET_CACHE_DIR"] = str(work / "cache")  # the reuse variant's own, empty cache
+    for name, (cmd, _) in order:
+        if name == "iket-reuse":  # prime it: the timed runs are second captures
+            subprocess.run(cmd, cwd=work, capture_output=True, check=True)
     times: dict[str, list[float]] = {name: [] for name, _ in order}
     own: list[float] = []  # iket's wall time minus its run-iket child's
     warm_used: list[bool] = []  # did the default iket run hand a pass to its warm standby?
@@ -102,7 +112,7 @@ def main() -> int:
                 if name == "iket":
                     own.append(times[name][-1] - phases["run_iket"])
                     warm_used.append(bool((record.get("warm") or {}).get("used")))
-                passes.setdefault(name, []).append(phases["tracker"] + phases["capture"])
+                passes.setdefault(name, []).append((phases["tracker"] or 0) + phases["capture"])
             elif name.startswith("raw"):
                 stats = json.loads((out / "run-iket.stats.json").read_text())["phases"]
                 ns = stats["trackerWorkload"]["durationNs"] + stats["profilingWorkload"]["durationNs"]

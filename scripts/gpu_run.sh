@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|reuse|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -60,9 +60,22 @@ if [[ $part == warp ]]; then  # issue 17: --warp-trace of PyTorch and multi_kern
     --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
   exit 0
 fi
+if [[ $part == reuse ]]; then  # issue 18: tracker reuse, an edited kernel, and its benchmark
+  help_time
+  echo "== tracker reuse checks"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_reuse.py -v -s -p no:cacheprovider -o addopts="" \
+    > "$keep/gpu_reuse.log" 2>&1
+  grep -E "PASSED|FAILED|ERROR|passed|failed|does not fit|reusing" "$keep/gpu_reuse.log" | tail -12
+  echo "== second capture with tracker reuse against raw run-iket"
+  python3 bench/bench_profile.py --runs "${BENCH_RUNS:-3}" --variants iket,iket-reuse,raw --json "$keep/bench_reuse.json" 2>&1 | tee "$keep/bench_reuse.md"
+  echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
+  tar cJf "$out/gpu-reuse.tar.xz" -C "$keep" --exclude='*.trace.json' --exclude='*.pftrace*' --exclude='*.html' \
+    --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
+  exit 0
+fi
 if [[ $part == bench || $part == all ]]; then
   echo "== capture benchmark (issue 2)"
-  python3 bench/bench_profile.py --runs "${BENCH_RUNS:-3}" --variants iket,raw,iket.run --json "$keep/bench_profile.json" 2>&1 | tee "$keep/bench_profile.md"
+  python3 bench/bench_profile.py --runs "${BENCH_RUNS:-3}" --variants iket,iket-reuse,raw,iket.run --json "$keep/bench_profile.json" 2>&1 | tee "$keep/bench_profile.md"
   echo "== postprocess benchmark on this host's cores (issue 3)"
   python3 bench/bench_postprocess.py --raw tests/fixtures/keep256_raw.tar.xz --runs 1 --formats all,perfetto,html \
     --json "$keep/bench_postprocess.json" 2>&1 | tee "$keep/bench_postprocess.md"

@@ -13,5 +13,8 @@ class Reporter:
     def output(self, line: str, *, tool: bool) -> None:
         """A line of output; ``tool`` is True for run-iket's (and iket's) own ``[run-iket]`` lines."""
 
+    def info(self, message: str) -> None:
+        """One line worth showing about how the capture is made (a reused tracker pass)."""
+
     def warn(self, message: str, hint: str) -> None:
         """Something the user should know about a capture that still succeeded."""

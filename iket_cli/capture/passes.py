@@ -164,7 +164,10 @@ def capture(
     procs = staging.root / PROCS_NAME
     follower = _Follower(plan, transcript, track_phases=True)
     log = staging.root / WARM_LOG_NAME
-    standby = warm.standby_for(plan.target, plan.cwd, log, staging.token, enabled=plan.options.warm)
+    # the standby serves a second pass: none follows when the tracker pass is skipped
+    two_passes = plan.tracker.mode == "fresh"
+    enabled = plan.options.warm and two_passes
+    standby = warm.standby_for(plan.target, plan.cwd, log, staging.token, enabled=enabled)
     if standby is None:
         return _run(plan, argv, _env(plan, staging, procs), follower, fifo, deadline, cancel)
     extra = standby.start(plan.python, _env(plan, staging, procs), plan.cwd)

@@ -13,12 +13,12 @@ import re
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
 from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES
-from . import outdir, patterns, targets, toolchain
+from . import outdir, patterns, targets, toolchain, trackers
 from .targets import Target
 from .toolchain import RunIket
 
@@ -50,6 +50,7 @@ class Options:
     warm: bool = True  # function targets: the second pass in a standby that imported torch (warm.py)
     keep_dsl_cache: bool = False  # leave CuTe DSL's compile cache on (see dsl_cache below)
     roles: Path | None = None  # warp roles (kernel_symbols.json) to keep with the capture
+    tracker: str = "auto"  # auto | fresh | DIR: reuse a cached tracker pass (see trackers.py)
     command: list[str] | None = None  # the iket command line, recorded in the manifest
 
     def check(self) -> None:
@@ -79,6 +80,7 @@ class Options:
             raise UsageError(
                 f"--roles {self.roles} does not exist", hint="give CuTe DSL's kernel_symbols.json"
             )
+        trackers.check_choice(self.tracker)
         config = self.enabled_cluster_config
         if config is not None and not Path(config).is_file():
             raise UsageError(f"--enabled-cluster-config {config} does not exist")
@@ -110,6 +112,8 @@ class Plan:
     output_dir: Path  # absolute, checked (see outdir.check)
     #: What iket did about CuTe DSL's compile cache (see :func:`dsl_cache`): the manifest's record.
     dsl_cache: dict[str, str | None] = field(default_factory=dict)
+    #: Where the tracker output comes from: a tracker pass, the cache, a DIR (see trackers.py).
+    tracker: trackers.Tracker = field(default_factory=lambda: trackers.Tracker(trackers.FRESH))
 
     @property
     def workload_argv(self) -> list[str]:
@@ -144,7 +148,8 @@ def resolve(target: Target, output_dir: str | os.PathLike | None, options: Optio
     checked = outdir.check(requested, cwd=cwd, clobber=options.clobber)
     if cache["set_by"] == "iket":
         env[NO_CACHE] = "1"
-    return Plan(target, options, cwd, env, python, tool, checked, cache)
+    plan = Plan(target, options, cwd, env, python, tool, checked, cache)
+    return replace(plan, tracker=trackers.choose(plan))
 
 
 #: CuTe DSL loads a kernel it compiled before from its cache, without IKET's instrumentation

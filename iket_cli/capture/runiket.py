@@ -63,6 +63,8 @@ def profile_argv(plan: Plan, capture_dir: Path) -> list[str]:
         argv += ["--max-ts-cnt-per-warp", str(opts.max_ts_cnt_per_warp)]
     if opts.warp_trace:
         argv.append("--warp-trace")
+    if plan.tracker.dir is not None:  # a cached or given tracker pass: the capture pass alone
+        argv += ["--use-tracker-dir", str(plan.tracker.dir)]
     if opts.enabled_cluster:
         argv += ["--enabled-cluster", opts.enabled_cluster]
     if opts.enabled_cluster_config:

@@ -140,6 +140,14 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     help="Timestamps per warp to allocate (default: from the tracker pass).",
 )
 @click.option("--warp-trace", is_flag=True, help="Warp lifetimes only; no tracker pass.")
+@click.option(
+    "--tracker",
+    default="auto",
+    show_default=True,
+    metavar="auto|fresh|DIR",
+    help="auto: reuse the tracker pass of the last capture of the same command (the workload "
+    "then runs once); fresh: always run it; DIR: a kept capture's tracker/ folder.",
+)
 @click.option("--enabled-cluster", metavar="X,Y,Z", help="Dump only this cluster.")
 @click.option(
     "--enabled-cluster-config",

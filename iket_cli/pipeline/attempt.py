@@ -104,6 +104,7 @@ def manifest(
         warm=ran.warm if ran else None,
         dsl_cache=plan.dsl_cache,
         annotations=facts.annotations,
+        tracker=plan.tracker.record(),
         processes=processes,
         **extra,
     )

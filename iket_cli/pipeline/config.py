@@ -37,6 +37,7 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     "warm": (bool,),
     "keep_dsl_cache": (bool,),
     "roles": (str,),
+    "tracker": (str,),
 }
 TOP_ONLY = {"output": (str,), "jobs": (list,)}
 JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}

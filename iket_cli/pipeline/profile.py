@@ -24,7 +24,7 @@ from typing import Any
 
 from ..analysis import drift
 from ..analysis import overhead as overhead_mod
-from ..capture import filesystem, outdir, passes, runiket, spawn, warm
+from ..capture import filesystem, outdir, passes, runiket, spawn, trackers, warm
 from ..capture.events import Reporter
 from ..capture.passes import Transcript
 from ..capture.plan import Options, Plan, coerce_target, resolve
@@ -48,7 +48,7 @@ from ..model.vocab import (
     artifacts_for,
     formats_for,
 )
-from . import attempt
+from . import attempt, reuse
 from .attempt import Facts
 from .finish import finish
 
@@ -94,8 +94,27 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
     """
     with outdir.Lock(plan.output_dir):
         _remove_stale(plan.output_dir, reporter)
-        with Staging.create(plan.output_dir) as staging:
-            return _attempt(plan, staging, reporter, cancel)
+        try:
+            return _staged(plan, reporter, cancel)
+        except reuse.StaleTracker as stale:
+            trackers.discard(plan.tracker)
+            reporter.warn(
+                f"the cached tracker pass does not fit this capture ({stale}); capturing again, "
+                "with a tracker pass",
+                "nothing to do: the cache now holds this capture's tracker pass",
+            )
+            fresh = trackers.Tracker(trackers.FRESH, key=plan.tracker.key, rerun=str(stale))
+            return _staged(replace(plan, tracker=fresh), reporter, cancel)
+
+
+def _staged(plan: Plan, reporter: Reporter, cancel: threading.Event | None) -> Capture:
+    with Staging.create(plan.output_dir) as staging:
+        plan = replace(plan, tracker=trackers.staged(plan.tracker, staging.root / GIVEN_TRACKER))
+        return _attempt(plan, staging, reporter, cancel)
+
+
+#: Where a given ``--tracker DIR`` is copied inside the attempt's staging folder.
+GIVEN_TRACKER = "given-tracker"
 
 
 def _remove_stale(output_dir: Path, reporter: Reporter) -> None:
@@ -132,18 +151,28 @@ def _capture(
         threading.Thread(target=export.preload, daemon=True).start()
     deadline = None if plan.options.timeout is None else facts.t0 + plan.options.timeout
     transcript: Transcript | None = None
+    if plan.tracker.mode == "reused":
+        reporter.info(
+            f"reusing the tracker pass of an earlier capture of this command ({reuse.age(plan.tracker)}): "
+            "the workload runs once (--tracker fresh runs both passes)"
+        )
     try:
         with _transcript(staging, plan, facts.run_iket_argv, reporter) as transcript:
             ran = passes.capture(plan, staging, transcript, deadline=deadline, cancel=cancel)
             facts = replace(facts, passes=ran)
             failure = ran.failure()
+            if failure is not None and plan.tracker.mode == "reused" and reuse.capture_failed(failure):
+                raise reuse.StaleTracker(f"the capture pass failed: {failure.message}")
             if failure is not None:
                 raise failure
+            misfit = reuse.misfit(plan, staging)
             facts = replace(facts, annotations=_collect(plan, staging, facts.started.timestamp()))
             facts = replace(facts, postprocess_s=_decode(staging, transcript, formats, cancel))
             if plan.options.overhead:
                 facts = replace(facts, overhead=_overhead(plan, staging, transcript, deadline, cancel))
-            facts = replace(facts, drift=_drift(staging, transcript))
+            facts = replace(facts, drift=[*misfit, *_drift(staging, transcript)])
+            if not facts.drift:
+                reuse.keep(plan, staging, transcript)
         if transcript.full is not None:
             raise transcript.full
         published = _publish(plan, staging, facts, formats, reporter)
@@ -188,6 +217,10 @@ def _transcript(staging: Staging, plan: Plan, argv: list[str], reporter: Reporte
         transcript = Transcript(log, reporter)
         transcript.note(" ".join(plan.options.command or ["iket_cli.profile(...)"]))
         transcript.note(f"run-iket command: {spawn.quote(argv)}")
+        if plan.tracker.rerun:
+            transcript.note(
+                f"captured again with a tracker pass, the cached one did not fit: {plan.tracker.rerun}"
+            )
         yield transcript
 
 

@@ -103,6 +103,10 @@ class ConsoleReporter(Reporter):
         else:
             _say(f"iket: {text}")
 
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            self._note(message)
+
     def output(self, line: str, *, tool: bool) -> None:
         if tool and not self.verbose:
             return
@@ -328,6 +332,9 @@ class PrefixReporter(Reporter):
     def output(self, line: str, *, tool: bool) -> None:
         if not tool:
             self._say(line)
+
+    def info(self, message: str) -> None:
+        self._say(f"iket: {message}")
 
     def warn(self, message: str, hint: str) -> None:
         self._say(f"iket: warning: {message} ({hint})")

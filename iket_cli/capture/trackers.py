@@ -1,0 +1,241 @@
+"""Tracker reuse: one pass per capture after the first.
+
+The tracker pass only sizes IKET's buffers, yet costs as much as the capture pass. Its output
+(``tracker/pid_*/``: each process's launch list, its per-warp event counts and the cubins of the
+instrumented modules, a few hundred KB) is still right for the next capture of the same
+command, as long as the workload launches the same kernels, compiled the same way. So iket
+keeps it, per user, in a cache keyed by what determines it (:func:`key`), and with
+``--tracker auto`` hands it to run-iket (``--use-tracker-dir``) to run the capture pass alone.
+
+It then checks: the capture pass must have launched exactly what the cached tracker pass did,
+each kernel from the same cubin (:func:`stale`). A kernel compiled anew (an edited body) has a
+new cubin, which the cached configuration does not instrument; more events than the buffer was
+sized for abort the capture pass. Either way the capture is thrown away, the cached tracker
+discarded, and the capture made again from scratch, once (the pipeline does that). A capture's
+fresh tracker output is stored for the next one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from ..model.names import short
+from ..model.vocab import RAW_MANIFEST, RAW_PROCESS_PREFIX, TRACKER_JSON
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+#: ``--tracker``: run the tracker pass unless a cached one fits (auto), always (fresh), or a DIR.
+AUTO, FRESH = "auto", "fresh"
+#: Where the cache lives: ``$IKET_CACHE_DIR``, else ``$XDG_CACHE_HOME/iket``, else ``~/.cache/iket``.
+CACHE_ENV = "IKET_CACHE_DIR"
+TRACKERS = "trackers"
+META_NAME = "meta.json"
+#: Entries kept; the least recently used beyond this are removed when one is stored.
+KEEP_ENTRIES = 64
+#: Variables that can change what a workload launches or how it compiles (prefixes).
+RELEVANT_ENV = ("CUDA_", "CUTE_", "TVM_", "TORCH", "PYTORCH", "NCCL_", "PYTHONPATH", "LD_LIBRARY_PATH")
+
+
+@dataclass(frozen=True)
+class Tracker:
+    """How a capture gets its tracker output: the manifest's ``tracker`` record.
+
+    ``mode``: ``fresh`` (the tracker pass runs), ``reused`` (from the cache), ``given``
+    (``--tracker DIR``) or ``none`` (``--warp-trace``: no tracker pass at all).
+    """
+
+    mode: str
+    key: str | None = None
+    dir: Path | None = None  # the tracker output handed to run-iket (reused, given)
+    rerun: str | None = None  # why a reused tracker was thrown away and the capture made again
+    source: Path | None = None  # where it came from: the cache entry, or the user's DIR
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "source": None if self.source is None else str(self.source),
+            "key": self.key,
+            "rerun": self.rerun,
+        }
+
+
+def cache_root(env: dict[str, str]) -> Path:
+    if env.get(CACHE_ENV):
+        return Path(env[CACHE_ENV]).expanduser() / TRACKERS
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "iket" / TRACKERS
+
+
+def check_choice(choice: str) -> None:
+    """Refuse a ``--tracker DIR`` that holds no tracker output (exit 2)."""
+    if choice in (AUTO, FRESH):
+        return
+    if not _valid(Path(choice)):
+        raise UsageError(
+            f"--tracker {choice} holds no tracker output (no pid_*/{TRACKER_JSON})",
+            hint="give auto, fresh, or the tracker/ folder of a capture made with --keep",
+        )
+
+
+def choose(plan: Plan) -> Tracker:
+    """The tracker for ``plan``: none in warp-trace mode, the given DIR, a cached one, or fresh."""
+    choice = plan.options.tracker
+    if plan.options.warp_trace:
+        return Tracker("none")
+    if choice not in (AUTO, FRESH):
+        given = Path(choice).resolve()
+        return Tracker("given", dir=given, source=given)
+    found = key(plan)
+    entry = cache_root(plan.env) / found
+    if choice == AUTO and _valid(entry):
+        os.utime(entry)  # recently used: kept longest
+        return Tracker("reused", key=found, dir=entry, source=entry)
+    return Tracker("fresh", key=found)
+
+
+def staged(tracker: Tracker, into: Path) -> Tracker:
+    """A given DIR copied into the attempt's folder with its cubin paths pointing at the copies:
+    a kept ``tracker/`` folder still works after it was moved (run-iket reads the absolute paths
+    the tracker pass wrote)."""
+    if tracker.mode != "given" or tracker.dir is None:
+        return tracker
+    for process in sorted(tracker.dir.glob(f"{RAW_PROCESS_PREFIX}*")):
+        if (process / TRACKER_JSON).is_file():
+            shutil.copytree(process, into / process.name)
+            _relocate(into / process.name, into / process.name)
+    return replace(tracker, dir=into)
+
+
+def key(plan: Plan) -> str:
+    """What determines the tracker output, hashed: the command and its arguments, the working
+    directory, the relevant environment, Python, run-iket's version, the instrumentation
+    options, and the target file's content (an edited script is compiled anew)."""
+    opts = plan.options
+    what = {
+        "argv": plan.workload_argv,
+        "cwd": str(plan.cwd),
+        "env": {k: v for k, v in sorted(plan.env.items()) if k.startswith(RELEVANT_ENV)},
+        "python": plan.python,
+        "run_iket": plan.tool.version,
+        "max_ts_cnt_per_warp": opts.max_ts_cnt_per_warp,
+        "enabled_cluster": opts.enabled_cluster,
+        "cluster_config": _digest(opts.enabled_cluster_config),
+        "context_buffer_size": opts.context_buffer_size,
+        "target": [_digest(plan.cwd / name) for name in _scripts(plan)],
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def store(tracker: Tracker, source: Path, env: dict[str, str], origin: Path) -> Path | None:
+    """Keep the tracker output in ``source`` (a capture's ``tracker/``) for the next capture;
+    the entry's path, or None where there was nothing to keep. Written beside the entry and
+    renamed into place, so a reader never sees half of it."""
+    if tracker.key is None or not _valid(source):
+        return None
+    root = cache_root(env)
+    root.mkdir(parents=True, exist_ok=True)
+    entry = root / tracker.key
+    partial = root / f".{tracker.key}.{os.getpid()}.tmp"
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        for process in sorted(source.glob(f"{RAW_PROCESS_PREFIX}*")):
+            if (process / TRACKER_JSON).is_file():
+                shutil.copytree(process, partial / process.name)
+                _relocate(partial / process.name, entry / process.name)
+        (partial / META_NAME).write_text(
+            json.dumps({"stored_at": time.time(), "from": str(origin)}, indent=2) + "\n"
+        )
+        shutil.rmtree(entry, ignore_errors=True)
+        os.replace(partial, entry)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    _prune(root)
+    return entry
+
+
+def discard(tracker: Tracker) -> None:
+    if tracker.mode == "reused" and tracker.dir is not None:
+        shutil.rmtree(tracker.dir, ignore_errors=True)
+
+
+def stale(tracker_dir: Path, raw_dir: Path) -> str | None:
+    """Why the capture pass does not fit the tracker output it was given (None: it fits).
+
+    Both passes list each launch with its kernel and cubin (the tracker's ``cubinHash``, the raw
+    capture's ``decodeContextId``); pooled over processes, since process ids differ."""
+    tracked, tracked_procs = _launches(tracker_dir, TRACKER_JSON, "cubinHash")
+    captured, captured_procs = _launches(raw_dir, RAW_MANIFEST, "decodeContextId")
+    if tracked_procs != captured_procs:
+        return f"{captured_procs} CUDA process(es) now, {tracked_procs} in the tracker pass"
+    for launch in sorted(set(tracked) | set(captured)):
+        if tracked[launch] != captured[launch]:
+            name, cubin = launch
+            return (
+                f"{short(name)} from cubin {cubin}: {captured[launch]} launch(es) now, "
+                f"{tracked[launch]} in the tracker pass (a kernel compiled anew has a new cubin)"
+            )
+    return None
+
+
+def _launches(folder: Path, file_name: str, cubin_key: str) -> tuple[Counter, int]:
+    counts: Counter = Counter()
+    processes = 0
+    for path in sorted(folder.glob(f"{RAW_PROCESS_PREFIX}*/{file_name}")):
+        try:
+            launches = json.loads(path.read_bytes()).get("launches", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        processes += 1
+        pairs = ((str(x.get("kernelName")), str(x.get(cubin_key))) for x in launches if isinstance(x, dict))
+        counts.update(pairs)
+    return counts, processes
+
+
+def _valid(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob(f"{RAW_PROCESS_PREFIX}*/{TRACKER_JSON}"))
+
+
+def _relocate(process: Path, final: Path) -> None:
+    """Point the tracker's absolute cubin paths (``modules[].image``) at the copies: run-iket
+    reads the cubins from there to generate the configuration."""
+    path = process / TRACKER_JSON
+    data = json.loads(path.read_bytes())
+    for module in data.get("modules", []):
+        image = module.get("image")
+        if isinstance(image, str):
+            module["image"] = str(final / Path(image).name)
+    path.write_text(json.dumps(data))
+
+
+def _scripts(plan: Plan) -> list[str]:
+    """The Python files the target names (its script, a command's ``script.py``)."""
+    spec = plan.target.spec.rsplit(":", 1)[0] if plan.target.kind == "function" else plan.target.spec
+    return [word for word in (spec, *plan.target.args) if word.endswith(".py")]
+
+
+def _digest(path: Path | str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _prune(root: Path) -> None:
+    """Remove the least recently used entries beyond :data:`KEEP_ENTRIES`."""
+    entries = [e for e in root.iterdir() if e.is_dir() and re.fullmatch(r"[0-9a-f]{24}", e.name)]
+    entries.sort(key=lambda e: e.stat().st_mtime, reverse=True)
+    for old in entries[KEEP_ENTRIES:]:
+        shutil.rmtree(old, ignore_errors=True)
