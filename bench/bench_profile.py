@@ -8,6 +8,8 @@ interleaved, ``--runs`` times each, in one process so that they share the machin
   and TIRx during the first)
 * ``iket-reuse``: the same with ``--tracker auto`` (the default), primed by one untimed capture:
   every timed run reuses the cached tracker pass and runs the workload once
+* ``iket-script``: ``python -m iket_cli profile profile_affine.py --tracker fresh``, the plain
+  script form (its ``__main__`` calls TIRx's ``iket.run``, which runs the workload when injected)
 * ``iket-cold``: the same with ``--no-warm``: both passes import torch and TIRx themselves
 * ``raw``: ``run-iket ... profile --postprocess all -- python3 -c "import profile_affine as p; p.workload()"``
 * ``iket.run``: ``python3 profile_affine.py`` (its ``__main__`` calls TIRx's ``iket.run``)
@@ -66,9 +68,12 @@ def variants(work: Path) -> dict[str, tuple[list[str], Path]]:
     ]
     cold = [*iket[:6], "out-iket-cold", "--clobber", "-q", "--no-warm", "--tracker", "fresh"]
     reuse = [*iket[:6], "out-iket-reuse", "--clobber", "-q"]
+    script = [*iket[:4], "profile_affine.py", "-o", "out-iket-script", "--clobber", "-q"]
+    script += ["--tracker", "fresh"]
     return {
         "iket": ([*iket, "--tracker", "fresh"], work / "out-iket"),
         "iket-reuse": (reuse, work / "out-iket-reuse"),
+        "iket-script": (script, work / "out-iket-script"),
         "iket-cold": (cold, work / "out-iket-cold"),
         "raw": raw("out-raw"),
         "iket.run": ([py, "profile_affine.py"], work / "iket_affine_trace"),

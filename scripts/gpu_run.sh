@@ -67,7 +67,7 @@ if [[ $part == reuse ]]; then  # issue 18: tracker reuse, an edited kernel, and 
     > "$keep/gpu_reuse.log" 2>&1
   grep -E "PASSED|FAILED|ERROR|passed|failed|does not fit|reusing" "$keep/gpu_reuse.log" | tail -12
   echo "== second capture with tracker reuse against raw run-iket"
-  python3 bench/bench_profile.py --runs "${BENCH_RUNS:-3}" --variants iket,iket-reuse,raw --json "$keep/bench_reuse.json" 2>&1 | tee "$keep/bench_reuse.md"
+  python3 bench/bench_profile.py --runs "${BENCH_RUNS:-3}" --variants iket,iket-reuse,iket-script,raw --json "$keep/bench_reuse.json" 2>&1 | tee "$keep/bench_reuse.md"
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
   tar cJf "$out/gpu-reuse.tar.xz" -C "$keep" --exclude='*.trace.json' --exclude='*.pftrace*' --exclude='*.html' \
     --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .

@@ -55,6 +55,15 @@ def start_iket(*args, cwd: Path, **popen) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, text=True, **popen)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_tracker_cache(tmp_path_factory):
+    """Captures made by the tests cache their tracker passes here, not in ~/.cache: a test
+    never reuses another run's, and the user's cache is left alone."""
+    os.environ["IKET_CACHE_DIR"] = str(tmp_path_factory.mktemp("iket-cache"))
+    yield
+    os.environ.pop("IKET_CACHE_DIR", None)
+
+
 @pytest.fixture(scope="session")
 def double(tmp_path_factory) -> Path:
     """An executable run-iket test double (real run-iket, GPU output replayed)."""

@@ -18,6 +18,7 @@ nothing heavy to the workload. It does three things:
 Modes::
 
     _shim.py exec ARGV...            exec ARGV (keeps the pid: no extra process level)
+    _shim.py script PYTHON FILE [ARGS...]   hand FILE to the warm standby, else exec PYTHON FILE
     _shim.py call FILE|MODULE FUNC [ARGS...]
     _shim.py serve SOCKET [MODULE...]   the warm standby: import MODULEs, serve one call
 """
@@ -124,7 +125,19 @@ def call(spec: str, func_name: str, args: list) -> int:
     return 0
 
 
-def hand_over(spec: str, func_name: str, args: list):
+def run_script(spec: str, args: list) -> int:
+    """Run a script as ``python FILE ARGS`` would (in the standby's worker: the tracker pass
+    exec's the interpreter itself): ``__main__``, ``sys.argv`` and ``sys.path[0]`` as there."""
+    import runpy
+
+    path = os.path.abspath(spec)
+    sys.argv = [spec, *args]
+    sys.path[0] = os.path.dirname(path)
+    runpy.run_path(path, run_name="__main__")
+    return 0
+
+
+def hand_over(spec: str, func_name, args: list):
     """Run the call in the warm standby if it is ready; its exit status, or None to run here.
 
     ``connect`` fails at once unless the standby has finished its imports and listens, so
@@ -264,16 +277,24 @@ def _work(job: dict, fds: list) -> int:
     hook = sys.modules.get("sitecustomize")
     if os.environ.get("IKET_CLI_PROCS") and hasattr(hook, "record_start"):
         hook.record_start(argv=job["argv"], ppid=job["ppid"])  # label the worker as the pass
+    if job["func"] is None:
+        return run_script(job["spec"], job["args"])
     return call(job["spec"], job["func"], job["args"])
 
 
 def main(argv: list) -> int:
     if len(argv) >= 2 and argv[0] == "serve":
         return serve(argv[1], argv[2:])
-    if len(argv) < 2 or argv[0] not in ("exec", "call"):
-        print("usage: _shim.py exec ARGV... | call TARGET FUNC [ARGS...]", file=sys.stderr)
+    if len(argv) < 2 or argv[0] not in ("exec", "call", "script"):
+        usage = "exec ARGV... | script PYTHON FILE [ARGS...] | call TARGET FUNC [ARGS...]"
+        print(f"usage: _shim.py {usage}", file=sys.stderr)
         return BAD_TARGET
     sanitize_output()
+    if argv[0] == "script" and len(argv) >= 3:
+        handed = hand_over(argv[2], None, argv[3:])
+        if handed is not None:
+            return handed
+        argv = ["exec", *argv[1:]]
     if argv[0] == "exec":
         try:
             os.execvp(argv[1], argv[1:])

@@ -54,8 +54,8 @@ class Target:
     def workload_argv(self, python: str) -> list[str]:
         """The command run-iket runs in each pass: always through the shim."""
         shim = [python, str(SHIM)]
-        if self.kind == "script":
-            return [*shim, "exec", python, self.spec, *self.args]
+        if self.kind == "script":  # "script": exec, or run in the warm standby's worker
+            return [*shim, "script", python, self.spec, *self.args]
         if self.kind == "module":
             return [*shim, "exec", python, "-m", self.spec, *self.args]
         if self.kind == "function":

@@ -1,8 +1,9 @@
-"""A warm standby for function targets: the second pass skips the workload's slow imports.
+"""A warm standby for script and function targets: the second pass skips the slow imports.
 
 run-iket runs the workload twice, and each pass imports the workload's libraries before
-its kernel runs. For a function target (``script.py:func``, ``pkg.module:func``) iket
-starts one more process of the same interpreter beside the tracker pass: it imports the
+its kernel runs. For a script (``script.py``) or function target (``script.py:func``,
+``pkg.module:func``) iket starts one more process of the same interpreter beside the
+tracker pass: it imports the
 libraries the target imports at its top level that are safe to import early, then listens
 on a socket. The shim of whichever pass starts after it is ready (normally the capture
 pass) hands its call over (see ``_shim.py``): the standby forks a worker that takes the
@@ -76,10 +77,11 @@ def _top_level(body: list[ast.stmt]):
 
 
 def source_of(target: Target, cwd: Path) -> Path | None:
-    """The file a function target's module lives in, if iket can find it without importing."""
-    if target.kind != "function":
+    """The file a script target is, or a function target's module lives in, if iket can find
+    it without importing."""
+    if target.kind not in ("function", "script"):
         return None
-    module = target.spec.rsplit(":", 1)[0]
+    module = target.spec.rsplit(":", 1)[0] if target.kind == "function" else target.spec
     if module.endswith(".py") or "/" in module:
         path = Path(module) if Path(module).is_absolute() else cwd / module
         return path if path.is_file() else None
@@ -145,7 +147,7 @@ def standby_for(
     target: Target, cwd: Path, log_path: Path, token: str, enabled: bool = True
 ) -> Standby | None:
     """A standby for this target, or None when it would not help (no heavy imports found)."""
-    if not enabled or target.kind != "function":
+    if not enabled or target.kind not in ("function", "script"):
         return None
     modules = modules_for(target, cwd)
     return Standby(modules, log_path, socket_dir(token)) if modules else None

@@ -176,7 +176,7 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     "--warm/--no-warm",
     default=True,
     show_default=True,
-    help="Function targets: import torch/TIRx for the second pass while the first one runs.",
+    help="Script and function targets: import torch for the second pass while the first one runs.",
 )
 @click.option(
     "--roles",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -173,7 +174,7 @@ def test_modules_for_finds_a_dotted_module_without_importing_it(tmp_path):
     (package / "__init__.py").write_text("raise SystemExit('never imported')\n")
     (package / "kernels.py").write_text("import torch\n")
     assert warm.modules_for(Target("function", "pkg.kernels:run"), tmp_path) == ["torch"]
-    assert warm.modules_for(Target("script", "pkg/kernels.py"), tmp_path) == []
+    assert warm.modules_for(Target("script", "pkg/kernels.py"), tmp_path) == ["torch"]
     assert (
         warm.standby_for(
             Target("function", "pkg.kernels:run"), tmp_path, tmp_path / "w.log", "0", enabled=False
@@ -225,3 +226,45 @@ def test_the_cuda_probe_says_no_on_a_machine_without_a_driver():
     if ctypes.util.find_library("cuda"):
         pytest.skip("a CUDA driver is installed here: the GPU checks cover the probe")
     assert _shim.cuda_initialized() is False
+
+
+SCRIPT = (
+    WORKLOAD
+    + """
+if __name__ == "__main__":
+    seen = {"name": __name__, "argv": sys.argv, "path0": sys.path[0]}
+    print("MAIN " + __import__("json").dumps(seen), flush=True)
+    workload()
+    if WARM and os.environ.get("SCRIPT_EXIT"):
+        sys.exit(int(os.environ["SCRIPT_EXIT"]))
+"""
+)
+
+
+def script_capture(workdir: Path, double: Path, env: dict | None = None):
+    (workdir / "ws.py").write_text(SCRIPT)
+    full = {**replay("affine"), "IKET_DOUBLE_LAUNCHED": str(workdir / "launched"), **(env or {})}
+    return run_iket(
+        "profile", "--run-iket", double, "-o", "cap", "ws.py", "a1", "--", "-x", cwd=workdir, env=full
+    )
+
+
+def test_a_script_target_hands_its_second_pass_to_the_standby(workdir, double):
+    result = script_capture(workdir, double)
+    assert result.code == 0, result
+    out = result.stdout + result.stderr
+    tracker, captured = records(out)
+    assert [tracker["warm"], captured["warm"]].count(True) == 1, "exactly one pass ran in the worker"
+    mains = [json.loads(line.split("MAIN ", 1)[1]) for line in out.splitlines() if "MAIN " in line]
+    assert len(mains) == 2 and mains[0] == mains[1], "the worker runs the script as python would"
+    assert mains[0]["name"] == "__main__" and mains[0]["argv"][1:] == ["a1", "-x"]
+    assert mains[0]["path0"] == str(workdir)
+    record = json.loads((workdir / "cap" / "manifest.json").read_text())
+    assert record["warm"] == {"modules": ["numpy"], "used": True}
+
+
+def test_a_script_that_exits_in_the_worker_fails_the_capture_with_its_status(workdir, double):
+    result = script_capture(workdir, double, {"SCRIPT_EXIT": "3"})
+    assert result.code == 1, result
+    assert re.search(r"the workload exited with status 3 in the (tracker|capture) pass", result.stderr)
+    assert "Traceback" not in result.stderr
