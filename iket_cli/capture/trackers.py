@@ -105,10 +105,11 @@ def choose(plan: Plan) -> Tracker:
 
 
 def staged(tracker: Tracker, into: Path) -> Tracker:
-    """A given DIR copied into the attempt's folder with its cubin paths pointing at the copies:
-    a kept ``tracker/`` folder still works after it was moved (run-iket reads the absolute paths
-    the tracker pass wrote)."""
-    if tracker.mode != "given" or tracker.dir is None:
+    """The tracker output copied into the attempt's folder, its cubin paths pointing at the
+    copies: run-iket reads the absolute paths the tracker pass wrote, so a kept ``tracker/``
+    folder still works after it was moved, and a cache entry that another capture replaces
+    meanwhile does not change under this one."""
+    if tracker.mode not in ("given", "reused") or tracker.dir is None:
         return tracker
     for process in sorted(tracker.dir.glob(f"{RAW_PROCESS_PREFIX}*")):
         if (process / TRACKER_JSON).is_file():

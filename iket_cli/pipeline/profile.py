@@ -113,8 +113,8 @@ def _staged(plan: Plan, reporter: Reporter, cancel: threading.Event | None) -> C
         return _attempt(plan, staging, reporter, cancel)
 
 
-#: Where a given ``--tracker DIR`` is copied inside the attempt's staging folder.
-GIVEN_TRACKER = "given-tracker"
+#: Where a reused or given tracker output is copied inside the attempt's staging folder.
+GIVEN_TRACKER = "tracker-used"
 
 
 def _remove_stale(output_dir: Path, reporter: Reporter) -> None:
