@@ -219,3 +219,11 @@ def test_run_options_have_help(tmp_path):
     text = " ".join(result.stdout.split())
     assert "--postprocess [perfetto|json|html|all|none] Artifacts to write per process" in text
     assert "--timeout SECONDS Kill a job's whole process tree" in text
+
+
+def test_the_terminal_timeline_draws_warps_of_a_warp_trace(tmp_path):
+    result = run_iket("show", FIXTURES / "warp_multi", "--timeline", "--width", "60", cwd=tmp_path)
+    assert result.code == 0, result
+    no_mangled(result.stdout)
+    assert "at::native::distribution_elementwise_grid_stride_kernel<…>" in result.stdout
+    assert "━" * 20 in result.stdout and "warp alive (this launch recorded no event)" in result.stdout
