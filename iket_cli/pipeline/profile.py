@@ -52,6 +52,9 @@ from . import attempt, reuse
 from .attempt import Facts
 from .finish import finish
 
+#: Where a reused or given tracker output is copied inside the attempt's staging folder.
+USED_TRACKER = "tracker-used"
+
 
 def profile(
     target_or_argv: str | os.PathLike | Sequence[str] | Target,
@@ -101,7 +104,7 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
             reporter.warn(
                 f"the cached tracker pass does not fit this capture ({stale}); capturing again, "
                 "with a tracker pass",
-                "nothing to do: the cache now holds this capture's tracker pass",
+                "nothing to do: this capture's tracker pass replaces it in the cache",
             )
             fresh = trackers.Tracker(trackers.FRESH, key=plan.tracker.key, rerun=str(stale))
             return _staged(replace(plan, tracker=fresh), reporter, cancel)
@@ -109,12 +112,8 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
 
 def _staged(plan: Plan, reporter: Reporter, cancel: threading.Event | None) -> Capture:
     with Staging.create(plan.output_dir) as staging:
-        plan = replace(plan, tracker=trackers.staged(plan.tracker, staging.root / GIVEN_TRACKER))
+        plan = replace(plan, tracker=trackers.staged(plan.tracker, staging.root / USED_TRACKER))
         return _attempt(plan, staging, reporter, cancel)
-
-
-#: Where a reused or given tracker output is copied inside the attempt's staging folder.
-GIVEN_TRACKER = "tracker-used"
 
 
 def _remove_stale(output_dir: Path, reporter: Reporter) -> None:
