@@ -17,7 +17,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import IketError
-from . import spawn, sysinfo, toolchain
+from . import spawn, sysinfo, toolchain, trackers
 
 MIN_COMPUTE_CAPABILITY = (9, 0)
 PROBE_TIMEOUT_S = 120
@@ -158,6 +158,7 @@ def checks(env: dict[str, str] | None = None) -> list[Check]:
     found.append(_tirx(*probes["tirx"].result()))
     found.append(_cute(*probes["cute"].result()))
     found.append(_cute_variables(env))
+    found.append(_tracker_cache(env))
     return found
 
 
@@ -241,6 +242,15 @@ def _cute_variables(env: dict[str, str]) -> Check:
     if "CUTE_DSL_NO_CACHE" not in env:
         detail += "; iket profile sets CUTE_DSL_NO_CACHE=1 in both passes (--keep-dsl-cache leaves it)"
     return Check("CuTe DSL variables", True, detail, required=False)
+
+
+def _tracker_cache(env: dict[str, str]) -> Check:
+    """Where reused tracker passes live, and how much they hold (never a failure)."""
+    root = trackers.cache_root(env)
+    entries = [e for e in root.iterdir() if e.is_dir()] if root.is_dir() else []
+    size = sum(f.stat().st_size for e in entries for f in e.rglob("*") if f.is_file())
+    detail = f"{root}: {len(entries)} tracker pass(es), {size / 1e6:.1f} MB (--tracker fresh skips it)"
+    return Check("tracker cache", True, detail, required=False)
 
 
 def healthy(results: list[Check]) -> bool:

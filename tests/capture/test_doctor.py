@@ -16,6 +16,7 @@ def test_checks_in_process_name_every_part_and_leak_nothing(monkeypatch):
         "TIRx",
         "CuTe DSL",
         "CuTe DSL variables",
+        "tracker cache",
     ], "no decoder check without run-iket"
     assert not doctor.healthy(results)
 
@@ -39,3 +40,10 @@ def test_cute_dsl_without_a_toolkit_flavour_names_the_package():
     assert "nvidia-cutlass-dsl-libs-cu13" in check.fix
     found = doctor._cute({"version": "4.8.1", "flavours": ["cu13"], "seconds": 1.2}, "")
     assert found.ok and "CTK flavour: cu13" in found.detail
+
+
+def test_the_tracker_cache_is_reported(tmp_path):
+    (tmp_path / "trackers" / ("0" * 24) / "pid_0x1").mkdir(parents=True)
+    (tmp_path / "trackers" / ("0" * 24) / "pid_0x1" / "tracker.json").write_text("x" * 1000)
+    (check,) = [c for c in doctor.checks({"IKET_CACHE_DIR": str(tmp_path)}) if c.name == "tracker cache"]
+    assert check.ok and "1 tracker pass(es)" in check.detail and str(tmp_path) in check.detail
