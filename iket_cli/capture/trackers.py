@@ -17,6 +17,7 @@ fresh tracker output is stored for the next one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -43,6 +44,10 @@ TRACKERS = "trackers"
 META_NAME = "meta.json"
 #: Entries kept; the least recently used beyond this are removed when one is stored.
 KEEP_ENTRIES = 64
+#: A command whose reused tracker pass did not fit this many times in a row is not reused
+#: again (a workload that compiles its kernels anew each run would pay three passes each time).
+MAX_MISSES = 2
+MISSES_SUFFIX = ".misses"
 #: Variables that can change what a workload launches or how it compiles (prefixes).
 RELEVANT_ENV = ("CUDA_", "CUTE_", "TVM_", "TORCH", "PYTORCH", "NCCL_", "PYTHONPATH", "LD_LIBRARY_PATH")
 
@@ -98,7 +103,7 @@ def choose(plan: Plan) -> Tracker:
         return Tracker("given", dir=given, source=given)
     found = key(plan)
     entry = cache_root(plan.env) / found
-    if choice == AUTO and _valid(entry):
+    if choice == AUTO and _valid(entry) and misses(plan.env, found) < MAX_MISSES:
         os.utime(entry)  # recently used: kept longest
         return Tracker("reused", key=found, dir=entry, source=entry)
     return Tracker("fresh", key=found)
@@ -165,9 +170,30 @@ def store(tracker: Tracker, source: Path, env: dict[str, str], origin: Path) -> 
     return entry
 
 
-def discard(tracker: Tracker) -> None:
-    if tracker.mode == "reused" and tracker.dir is not None:
+def discard(tracker: Tracker, env: dict[str, str]) -> int:
+    """A reused tracker pass that did not fit: its entry removed, the miss counted; the count."""
+    if tracker.mode != "reused" or tracker.key is None:
+        return 0
+    if tracker.dir is not None:
         shutil.rmtree(tracker.dir, ignore_errors=True)
+    count = misses(env, tracker.key) + 1
+    with contextlib.suppress(OSError):
+        (cache_root(env) / f"{tracker.key}{MISSES_SUFFIX}").write_text(str(count))
+    return count
+
+
+def fitted(tracker: Tracker, env: dict[str, str]) -> None:
+    """A reused tracker pass that fit: the misses start again from zero."""
+    if tracker.mode == "reused" and tracker.key is not None:
+        (cache_root(env) / f"{tracker.key}{MISSES_SUFFIX}").unlink(missing_ok=True)
+
+
+def misses(env: dict[str, str], found: str) -> int:
+    """How many times in a row this command's reused tracker pass did not fit."""
+    try:
+        return int((cache_root(env) / f"{found}{MISSES_SUFFIX}").read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 def stale(tracker_dir: Path, raw_dir: Path) -> str | None:
@@ -240,3 +266,4 @@ def _prune(root: Path) -> None:
     entries.sort(key=lambda e: e.stat().st_mtime, reverse=True)
     for old in entries[KEEP_ENTRIES:]:
         shutil.rmtree(old, ignore_errors=True)
+        (root / f"{old.name}{MISSES_SUFFIX}").unlink(missing_ok=True)

@@ -100,11 +100,16 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
         try:
             return _staged(plan, reporter, cancel)
         except reuse.StaleTracker as stale:
-            trackers.discard(plan.tracker)
+            missed = trackers.discard(plan.tracker, plan.env)
+            again = (
+                "it will not be reused for this command again (its kernels seem to compile anew each run)"
+                if missed >= trackers.MAX_MISSES
+                else "this capture's tracker pass replaces it in the cache"
+            )
             reporter.warn(
                 f"the cached tracker pass does not fit this capture ({stale}); capturing again, "
                 "with a tracker pass",
-                "nothing to do: this capture's tracker pass replaces it in the cache",
+                f"nothing to do: {again}; --tracker fresh skips the cache",
             )
             fresh = trackers.Tracker(trackers.FRESH, key=plan.tracker.key, rerun=str(stale))
             return _staged(replace(plan, tracker=fresh), reporter, cancel)

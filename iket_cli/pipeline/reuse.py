@@ -35,6 +35,7 @@ def misfit(plan: Plan, staging: Staging) -> list[str]:
     reason = trackers.stale(plan.tracker.dir, staging.capture_dir / RAW_DIR)
     if reason is not None and plan.tracker.mode == "reused":
         raise StaleTracker(reason)
+    trackers.fitted(plan.tracker, plan.env)
     return [f"the given tracker output does not fit: {reason}"] if reason else []
 
 

@@ -151,3 +151,22 @@ def test_an_unwritable_cache_costs_only_the_next_tracker_pass(work, double):
     assert done.code == 0 and passes == 2, done
     assert "tracker pass not cached" in (work / "cap" / "iket.log").read_text()
     shutil.rmtree(work / "cap")
+
+
+def test_a_command_whose_tracker_pass_never_fits_stops_being_reused(work, double):
+    assert capture(double, work, "c1", "affine")[0].code == 0
+    first, passes = capture(double, work, "c2", "multi")  # reused, does not fit: miss 1
+    assert first.code == 0 and passes == 3 and "replaces it in the cache" in first.stderr
+    second, passes = capture(double, work, "c3", "affine")  # reused, does not fit: miss 2
+    assert second.code == 0 and passes == 3 and "will not be reused for this command again" in second.stderr
+    third, passes = capture(double, work, "c4", "affine")
+    assert third.code == 0 and passes == 2, "no third try: both passes at once"
+    assert manifest.read(work / "c4")["tracker"]["mode"] == "fresh"
+
+
+def test_a_tracker_pass_that_fits_again_clears_the_misses(work, double):
+    assert capture(double, work, "c1", "affine")[0].code == 0
+    assert capture(double, work, "c2", "multi")[1] == 3  # miss 1; multi's tracker pass cached
+    fits, passes = capture(double, work, "c3", "multi")
+    assert fits.code == 0 and passes == 1
+    assert not list((work / "cache" / "trackers").glob("*.misses")), "a fit starts the count again"
