@@ -149,7 +149,31 @@ def resolve(target: Target, output_dir: str | os.PathLike | None, options: Optio
     if cache["set_by"] == "iket":
         env[NO_CACHE] = "1"
     plan = Plan(target, options, cwd, env, python, tool, checked, cache)
-    return replace(plan, tracker=trackers.choose(plan))
+    found = trackers.key(tracker_key(plan))
+    chosen = trackers.choose(options.tracker, warp_trace=options.warp_trace, found=found, env=env)
+    return replace(plan, tracker=chosen)
+
+
+def tracker_key(plan: Plan) -> dict[str, object]:
+    """What determines the tracker pass (see capture/trackers.py): the command and its arguments,
+    the working directory, the relevant environment, Python, run-iket's version, the
+    instrumentation options, and the content of the Python files the target names (an edited
+    script is compiled anew)."""
+    opts, target = plan.options, plan.target
+    spec = target.spec.rsplit(":", 1)[0] if target.kind == "function" else target.spec
+    scripts = [word for word in (spec, *target.args) if word.endswith(".py")]
+    return {
+        "argv": plan.workload_argv,
+        "cwd": str(plan.cwd),
+        "env": trackers.relevant(plan.env),
+        "python": plan.python,
+        "run_iket": plan.tool.version,
+        "max_ts_cnt_per_warp": opts.max_ts_cnt_per_warp,
+        "enabled_cluster": opts.enabled_cluster,
+        "cluster_config": trackers.digest(opts.enabled_cluster_config),
+        "context_buffer_size": opts.context_buffer_size,
+        "target": [trackers.digest(plan.cwd / name) for name in scripts],
+    }
 
 
 #: CuTe DSL loads a kernel it compiled before from its cache, without IKET's instrumentation

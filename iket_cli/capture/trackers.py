@@ -27,14 +27,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import UsageError
 from ..model.names import short
 from ..model.vocab import RAW_MANIFEST, RAW_PROCESS_PREFIX, TRACKER_JSON
-
-if TYPE_CHECKING:
-    from .plan import Plan
 
 #: ``--tracker``: run the tracker pass unless a cached one fits (auto), always (fresh), or a DIR.
 AUTO, FRESH = "auto", "fresh"
@@ -93,17 +90,16 @@ def check_choice(choice: str) -> None:
         )
 
 
-def choose(plan: Plan) -> Tracker:
-    """The tracker for ``plan``: none in warp-trace mode, the given DIR, a cached one, or fresh."""
-    choice = plan.options.tracker
-    if plan.options.warp_trace:
+def choose(choice: str, *, warp_trace: bool, found: str, env: dict[str, str]) -> Tracker:
+    """The tracker for a capture asking ``choice`` (``--tracker``) whose key is ``found``:
+    none in warp-trace mode, the given DIR, a cached one that may be reused, or fresh."""
+    if warp_trace:
         return Tracker("none")
     if choice not in (AUTO, FRESH):
         given = Path(choice).resolve()
         return Tracker("given", dir=given, source=given)
-    found = key(plan)
-    entry = cache_root(plan.env) / found
-    if choice == AUTO and _valid(entry) and misses(plan.env, found) < MAX_MISSES:
+    entry = cache_root(env) / found
+    if choice == AUTO and _valid(entry) and misses(env, found) < MAX_MISSES:
         os.utime(entry)  # recently used: kept longest
         return Tracker("reused", key=found, dir=entry, source=entry)
     return Tracker("fresh", key=found)
@@ -123,24 +119,14 @@ def staged(tracker: Tracker, into: Path) -> Tracker:
     return replace(tracker, dir=into)
 
 
-def key(plan: Plan) -> str:
-    """What determines the tracker output, hashed: the command and its arguments, the working
-    directory, the relevant environment, Python, run-iket's version, the instrumentation
-    options, and the target file's content (an edited script is compiled anew)."""
-    opts = plan.options
-    what = {
-        "argv": plan.workload_argv,
-        "cwd": str(plan.cwd),
-        "env": {k: v for k, v in sorted(plan.env.items()) if k.startswith(RELEVANT_ENV)},
-        "python": plan.python,
-        "run_iket": plan.tool.version,
-        "max_ts_cnt_per_warp": opts.max_ts_cnt_per_warp,
-        "enabled_cluster": opts.enabled_cluster,
-        "cluster_config": _digest(opts.enabled_cluster_config),
-        "context_buffer_size": opts.context_buffer_size,
-        "target": [_digest(plan.cwd / name) for name in _scripts(plan)],
-    }
+def key(what: dict[str, Any]) -> str:
+    """The cache key of what determines a tracker pass (``plan.tracker_key`` lists it)."""
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def relevant(env: dict[str, str]) -> dict[str, str]:
+    """The variables of ``env`` that can change what a workload launches or compiles."""
+    return {name: value for name, value in sorted(env.items()) if name.startswith(RELEVANT_ENV)}
 
 
 def store(tracker: Tracker, source: Path, env: dict[str, str], origin: Path) -> Path | None:
@@ -245,13 +231,8 @@ def _relocate(process: Path, final: Path) -> None:
     path.write_text(json.dumps(data))
 
 
-def _scripts(plan: Plan) -> list[str]:
-    """The Python files the target names (its script, a command's ``script.py``)."""
-    spec = plan.target.spec.rsplit(":", 1)[0] if plan.target.kind == "function" else plan.target.spec
-    return [word for word in (spec, *plan.target.args) if word.endswith(".py")]
-
-
-def _digest(path: Path | str | None) -> str | None:
+def digest(path: Path | str | None) -> str | None:
+    """A file's content, hashed (None: no file)."""
     if path is None:
         return None
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from iket_cli.capture import trackers
-from iket_cli.capture.plan import Options, coerce_target, resolve
+from iket_cli.capture.plan import Options, coerce_target, resolve, tracker_key
 
 from conftest import FIXTURES
 
@@ -26,14 +26,18 @@ def plan_for(tmp_path, real_run_iket, monkeypatch):
 
 
 def test_the_key_follows_what_shapes_the_tracker_pass(plan_for, tmp_path):
-    base = trackers.key(plan_for())
-    assert trackers.key(plan_for()) == base, "stable"
-    assert trackers.key(plan_for({"CUDA_VISIBLE_DEVICES": "1"})) != base
-    assert trackers.key(plan_for({"CUTE_DSL_ARCH": "sm_90a"})) != base
-    assert trackers.key(plan_for(max_ts_cnt_per_warp=8)) != base
-    assert trackers.key(plan_for({"SOME_UNRELATED": "x"})) == base, "only the relevant environment"
+    def key(*args, **kwargs) -> str:
+        return trackers.key(tracker_key(plan_for(*args, **kwargs)))
+
+    base = key()
+    assert key() == base, "stable"
+    assert key({"CUDA_VISIBLE_DEVICES": "1"}) != base
+    assert key({"CUTE_DSL_ARCH": "sm_90a"}) != base
+    assert key(max_ts_cnt_per_warp=8) != base
+    assert key({"SOME_UNRELATED": "x"}) == base, "only the relevant environment"
+    assert plan_for().tracker.key == base, "the plan's tracker carries the same key"
     (tmp_path / "w.py").write_text("def workload():\n    return 1\n")
-    assert trackers.key(plan_for()) != base, "an edited script is compiled anew"
+    assert key() != base, "an edited script is compiled anew"
 
 
 def test_choose_falls_back_to_fresh_and_none(plan_for, tmp_path):
