@@ -165,7 +165,8 @@ def tracker_key(plan: Plan) -> dict[str, object]:
     return {
         "argv": plan.workload_argv,
         "cwd": str(plan.cwd),
-        "env": trackers.relevant(plan.env),
+        # the ambient variables that matter, and every one given explicitly (--env, a job's env)
+        "env": {**trackers.relevant(plan.env), **opts.env},
         "python": plan.python,
         "run_iket": plan.tool.version,
         "max_ts_cnt_per_warp": opts.max_ts_cnt_per_warp,

@@ -25,7 +25,7 @@ def plan_for(tmp_path, real_run_iket, monkeypatch):
     return make
 
 
-def test_the_key_follows_what_shapes_the_tracker_pass(plan_for, tmp_path):
+def test_the_key_follows_what_shapes_the_tracker_pass(plan_for, tmp_path, monkeypatch):
     def key(*args, **kwargs) -> str:
         return trackers.key(tracker_key(plan_for(*args, **kwargs)))
 
@@ -34,7 +34,9 @@ def test_the_key_follows_what_shapes_the_tracker_pass(plan_for, tmp_path):
     assert key({"CUDA_VISIBLE_DEVICES": "1"}) != base
     assert key({"CUTE_DSL_ARCH": "sm_90a"}) != base
     assert key(max_ts_cnt_per_warp=8) != base
-    assert key({"SOME_UNRELATED": "x"}) == base, "only the relevant environment"
+    assert key({"SOME_UNRELATED": "x"}) != base, "a variable given with --env (or a job's env) counts"
+    monkeypatch.setenv("SOME_AMBIENT", "x")
+    assert key() == base, "of the ambient environment, only the relevant variables"
     assert plan_for().tracker.key == base, "the plan's tracker carries the same key"
     (tmp_path / "w.py").write_text("def workload():\n    return 1\n")
     assert key() != base, "an edited script is compiled anew"

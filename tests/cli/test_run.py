@@ -39,6 +39,17 @@ def replayed_job(name: str) -> str:
 FAILING_JOB = '\n[[jobs]]\nname = "broken"\ntarget = "fail.py"\n'
 
 
+def test_jobs_reuse_their_own_tracker_passes(tmp_path, double):
+    """Two jobs of the same target differ in their env: each reuses its own tracker pass."""
+    config(tmp_path, double)
+    assert run_iket("run", cwd=tmp_path).code == 0
+    again = run_iket("run", "--output", "runs2", cwd=tmp_path)
+    assert again.code == 0, again
+    for job in ("affine", "multi"):
+        record = json.loads((tmp_path / "runs2" / job / "manifest.json").read_text())
+        assert record["tracker"]["mode"] == "reused" and record["tracker"]["rerun"] is None, job
+
+
 def run_manifest(tmp_path, root="runs") -> dict:
     return json.loads((tmp_path / root / "run-manifest.json").read_text())
 
