@@ -50,8 +50,10 @@ class Facts:
     annotations: dict[str, Any] | None = None  # what CuTe DSL wrote beside the trace (profile._collect)
 
     @classmethod
-    def begin(cls, argv: list[str]) -> Facts:
-        return cls(datetime.now(timezone.utc), time.monotonic(), argv, sysinfo.GpuQuery())
+    def begin(cls, argv: list[str], t0: float | None = None) -> Facts:
+        """``t0``: when the capture began (a rerun after a reused tracker pass did not fit
+        keeps the first attempt's, so ``--timeout`` bounds both)."""
+        return cls(datetime.now(timezone.utc), t0 or time.monotonic(), argv, sysinfo.GpuQuery())
 
     def needed_bytes(self, formats: list[str]) -> int | None:
         """About how much disk the capture takes: the raw capture and its artifacts."""

@@ -95,10 +95,11 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
 
     ``cancel``, set from another thread, stops the capture as a Ctrl-C would (``iket run``).
     """
+    started = time.monotonic()
     with outdir.Lock(plan.output_dir):
         _remove_stale(plan.output_dir, reporter)
         try:
-            return _staged(plan, reporter, cancel)
+            return _staged(plan, reporter, cancel, started)
         except reuse.StaleTracker as stale:
             missed = trackers.discard(plan.tracker, plan.env)
             again = (
@@ -112,13 +113,13 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
                 f"nothing to do: {again}; --tracker fresh skips the cache",
             )
             fresh = trackers.Tracker(trackers.FRESH, key=plan.tracker.key, rerun=str(stale))
-            return _staged(replace(plan, tracker=fresh), reporter, cancel)
+            return _staged(replace(plan, tracker=fresh), reporter, cancel, started)
 
 
-def _staged(plan: Plan, reporter: Reporter, cancel: threading.Event | None) -> Capture:
+def _staged(plan: Plan, reporter: Reporter, cancel: threading.Event | None, started: float) -> Capture:
     with Staging.create(plan.output_dir) as staging:
         plan = replace(plan, tracker=trackers.staged(plan.tracker, staging.root / USED_TRACKER))
-        return _attempt(plan, staging, reporter, cancel)
+        return _attempt(plan, staging, reporter, cancel, started)
 
 
 def _remove_stale(output_dir: Path, reporter: Reporter) -> None:
@@ -133,9 +134,11 @@ def _remove_stale(output_dir: Path, reporter: Reporter) -> None:
         )
 
 
-def _attempt(plan: Plan, staging: Staging, reporter: Reporter, cancel: threading.Event | None) -> Capture:
+def _attempt(
+    plan: Plan, staging: Staging, reporter: Reporter, cancel: threading.Event | None, started: float
+) -> Capture:
     """The capture, guarded by a watchdog that cleans up should this process be killed."""
-    facts = Facts.begin(runiket.profile_argv(plan, staging.capture_dir))
+    facts = Facts.begin(runiket.profile_argv(plan, staging.capture_dir), t0=started)
     killed = CaptureKilled(
         "iket was killed (kill -9, the OOM killer or a preemption) during the capture; "
         "its watchdog stopped the capture's processes",

@@ -170,3 +170,18 @@ def test_a_tracker_pass_that_fits_again_clears_the_misses(work, double):
     fits, passes = capture(double, work, "c3", "multi")
     assert fits.code == 0 and passes == 1
     assert not list((work / "cache" / "trackers").glob("*.misses")), "a fit starts the count again"
+
+
+def test_the_rerun_stays_within_the_timeout(work, double):
+    """--timeout bounds the whole capture: the thrown-away attempt and the rerun together."""
+    assert capture(double, work, "c1", "affine")[0].code == 0
+    env = {
+        **replay("multi"),  # the reused tracker pass will not fit: a rerun follows
+        "PASSES": str(work / "passes.txt"),
+        "IKET_CACHE_DIR": str(work / "cache"),
+        "IKET_DOUBLE_SLEEP": "2",  # each pass: the reused one, then two more in the rerun
+    }
+    args = ("profile", "--run-iket", double, "-o", "c2", "--timeout", "5", "w.py:workload")
+    done = run_iket(*args, cwd=work, env=env)
+    assert done.code == 124, done
+    assert "timed out after 5 s" in done.stderr and "does not fit" in done.stderr
