@@ -10,31 +10,16 @@ over the processes of each pass, along with the number of processes.
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 from pathlib import Path
 
-from ..model.vocab import RAW_DIR, RAW_MANIFEST, RAW_PROCESS_PREFIX, TRACKER_DIR, TRACKER_JSON
-
-
-def launches(folder: Path, pattern: str) -> tuple[int, Counter]:
-    """(processes, launches per kernel name) from one pass's per-process launch lists."""
-    counts: Counter = Counter()
-    processes = 0
-    for path in sorted(folder.glob(pattern)):
-        try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            continue
-        processes += 1
-        counts.update(launch.get("kernelName", "?") for launch in data.get("launches", []))
-    return processes, counts
+from ..model.artifacts import launch_counts
+from ..model.vocab import RAW_DIR, RAW_MANIFEST, TRACKER_DIR, TRACKER_JSON
 
 
 def check(capture_dir: Path) -> list[str]:
     """What differs between the passes; empty when they agree or a pass left no record."""
-    tracked_procs, tracked = launches(capture_dir / TRACKER_DIR, f"{RAW_PROCESS_PREFIX}*/{TRACKER_JSON}")
-    captured_procs, captured = launches(capture_dir / RAW_DIR, f"{RAW_PROCESS_PREFIX}*/{RAW_MANIFEST}")
+    tracked, tracked_procs = launch_counts(capture_dir / TRACKER_DIR, TRACKER_JSON, "kernelName")
+    captured, captured_procs = launch_counts(capture_dir / RAW_DIR, RAW_MANIFEST, "kernelName")
     if not tracked_procs or not captured_procs:
         return []  # --warp-trace has no tracker pass; nothing to compare
     problems = []
@@ -42,10 +27,10 @@ def check(capture_dir: Path) -> list[str]:
         problems.append(
             f"the tracker pass had {tracked_procs} CUDA process(es), the capture pass {captured_procs}"
         )
-    for kernel in sorted(set(tracked) | set(captured)):
-        if tracked[kernel] != captured[kernel]:
+    for key in sorted(set(tracked) | set(captured)):
+        if tracked[key] != captured[key]:
             problems.append(
-                f"{kernel}: {tracked[kernel]} launch(es) in the tracker pass, "
-                f"{captured[kernel]} in the capture pass"
+                f"{key[0]}: {tracked[key]} launch(es) in the tracker pass, "
+                f"{captured[key]} in the capture pass"
             )
     return problems

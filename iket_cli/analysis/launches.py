@@ -84,7 +84,7 @@ def per_kernel(
     import numpy as np
 
     namer = namer or Namer(launch.kernel for launch in trace.launches)
-    sm_of = np.asarray([loc.get("smId", -1) for loc in trace.locations] or [-1], dtype=np.int64)
+    sm_of = sm_ids(trace)
     seen = [_measure(launch, sm_of) for launch in trace.launches]
     gaps = _gaps(seen)
     rows: dict[str, list[int]] = {}
@@ -115,6 +115,22 @@ def per_kernel(
     return result
 
 
+def sm_ids(trace: Trace):
+    """Each location's SM as a numpy array (index: location; -1 where unknown): one pass over
+    the location table per trace, for every launch's lookups."""
+    import numpy as np
+
+    return np.asarray([loc.get("smId", -1) for loc in trace.locations] or [-1], dtype=np.int64)
+
+
+def warp_sms(loc, sm_of):
+    """The SM of each warp location in ``loc`` (-1 for a location outside the table)."""
+    import numpy as np
+
+    inside = (loc >= 0) & (loc < len(sm_of))
+    return np.where(inside, sm_of[np.clip(loc, 0, len(sm_of) - 1)], -1)
+
+
 def _measure(launch, sm_of) -> _Launch:
     import numpy as np
 
@@ -122,8 +138,8 @@ def _measure(launch, sm_of) -> _Launch:
     if not len(warps):
         return _Launch(launch.kernel, None, None, 0, np.zeros(0, np.int64))
     start, end, loc = ints(warps.start), ints(warps.end), ints(warps.loc)
-    inside = (loc >= 0) & (loc < len(sm_of))
-    sms = len(np.unique(sm_of[loc[inside]])) if inside.any() else 0
+    found = warp_sms(loc, sm_of)
+    sms = len(np.unique(found[found >= 0]))
     return _Launch(launch.kernel, int(start.min()), int(end.max()), sms, end - start)
 
 

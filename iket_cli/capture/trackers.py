@@ -24,12 +24,12 @@ import os
 import re
 import shutil
 import time
-from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..model.artifacts import launch_counts
 from ..model.names import short
 from ..model.vocab import RAW_MANIFEST, RAW_PROCESS_PREFIX, TRACKER_JSON
 
@@ -112,10 +112,7 @@ def staged(tracker: Tracker, into: Path) -> Tracker:
     meanwhile does not change under this one."""
     if tracker.mode not in ("given", "reused") or tracker.dir is None:
         return tracker
-    for process in sorted(tracker.dir.glob(f"{RAW_PROCESS_PREFIX}*")):
-        if (process / TRACKER_JSON).is_file():
-            shutil.copytree(process, into / process.name)
-            _relocate(into / process.name, into / process.name)
+    _copy(tracker.dir, into, final=into)
     return replace(tracker, dir=into)
 
 
@@ -141,10 +138,7 @@ def store(tracker: Tracker, source: Path, env: dict[str, str], origin: Path) -> 
     partial = root / f".{tracker.key}.{os.getpid()}.tmp"
     shutil.rmtree(partial, ignore_errors=True)
     try:
-        for process in sorted(source.glob(f"{RAW_PROCESS_PREFIX}*")):
-            if (process / TRACKER_JSON).is_file():
-                shutil.copytree(process, partial / process.name)
-                _relocate(partial / process.name, entry / process.name)
+        _copy(source, partial, final=entry)
         (partial / META_NAME).write_text(
             json.dumps({"stored_at": time.time(), "from": str(origin)}, indent=2) + "\n"
         )
@@ -187,8 +181,8 @@ def stale(tracker_dir: Path, raw_dir: Path) -> str | None:
 
     Both passes list each launch with its kernel and cubin (the tracker's ``cubinHash``, the raw
     capture's ``decodeContextId``); pooled over processes, since process ids differ."""
-    tracked, tracked_procs = _launches(tracker_dir, TRACKER_JSON, "cubinHash")
-    captured, captured_procs = _launches(raw_dir, RAW_MANIFEST, "decodeContextId")
+    tracked, tracked_procs = launch_counts(tracker_dir, TRACKER_JSON, "kernelName", "cubinHash")
+    captured, captured_procs = launch_counts(raw_dir, RAW_MANIFEST, "kernelName", "decodeContextId")
     if tracked_procs != captured_procs:
         return f"{captured_procs} CUDA process(es) now, {tracked_procs} in the tracker pass"
     for launch in sorted(set(tracked) | set(captured)):
@@ -201,22 +195,17 @@ def stale(tracker_dir: Path, raw_dir: Path) -> str | None:
     return None
 
 
-def _launches(folder: Path, file_name: str, cubin_key: str) -> tuple[Counter, int]:
-    counts: Counter = Counter()
-    processes = 0
-    for path in sorted(folder.glob(f"{RAW_PROCESS_PREFIX}*/{file_name}")):
-        try:
-            launches = json.loads(path.read_bytes()).get("launches", [])
-        except (OSError, ValueError, AttributeError):
-            continue
-        processes += 1
-        pairs = ((str(x.get("kernelName")), str(x.get(cubin_key))) for x in launches if isinstance(x, dict))
-        counts.update(pairs)
-    return counts, processes
-
-
 def _valid(folder: Path) -> bool:
     return folder.is_dir() and any(folder.glob(f"{RAW_PROCESS_PREFIX}*/{TRACKER_JSON}"))
+
+
+def _copy(source: Path, into: Path, *, final: Path) -> None:
+    """Each process's tracker output in ``source`` copied into ``into``, its cubin paths
+    pointing where the copy will finally be (``final``: ``into`` itself, or where it is renamed)."""
+    for process in sorted(source.glob(f"{RAW_PROCESS_PREFIX}*")):
+        if (process / TRACKER_JSON).is_file():
+            shutil.copytree(process, into / process.name)
+            _relocate(into / process.name, final / process.name)
 
 
 def _relocate(process: Path, final: Path) -> None:

@@ -75,13 +75,14 @@ def _process(found: dict[str, dict[str, Any]], pid_hex: str) -> dict[str, Any]:
 
 def _count(capture_dir: Path, process: dict[str, Any]) -> None:
     if process["raw"]:
-        kernels = raw_kernels(capture_dir / process["raw"])
+        launches = raw_launches(capture_dir / process["raw"])  # read once for both
+        kernels = _decodable(launches)
         named = Namer(kernels)
         process["kernels"] = [
             {"name": name, "short": named(name), "launches": n} for name, n in kernels.items()
         ]
         process["launches"] = sum(kernels.values())
-        process["uninstrumented"] = untraced(capture_dir / process["raw"])
+        process["uninstrumented"] = _untraced(launches)
     trace = process["artifacts"].get("trace_json")
     if trace:
         counts = count_keys(capture_dir / trace["path"], (b'"rangeNameIdx"', b'"markerNameIdx"'))
@@ -90,18 +91,39 @@ def _count(capture_dir: Path, process: dict[str, Any]) -> None:
             (process["launches"],) = count_keys(capture_dir / trace["path"], (b'"kernelName"',))
 
 
-def raw_kernels(raw_manifest_path: Path) -> Counter:
-    """Launches per kernel name among the decodable launches of a raw capture."""
+def raw_launches(path: Path) -> list[dict[str, Any]]:
+    """The launch list of a pass's per-process record (the raw capture's ``iket.data.json``,
+    the tracker pass's ``tracker.json``); empty where it is missing or unreadable."""
+    return _read_launches(path) or []
+
+
+def _read_launches(path: Path) -> list[dict[str, Any]] | None:
     try:
-        data = json.loads(raw_manifest_path.read_bytes())
+        data = json.loads(path.read_bytes())
     except (OSError, ValueError):
-        return Counter()
+        return None
     launches = data.get("launches", []) if isinstance(data, dict) else []
-    return Counter(
-        launch.get("kernelName", "?")
-        for launch in launches
-        if isinstance(launch, dict) and launch.get("canDecode")
-    )
+    return [launch for launch in launches if isinstance(launch, dict)] if isinstance(launches, list) else []
+
+
+def launch_counts(folder: Path, file_name: str, *keys: str) -> tuple[Counter, int]:
+    """Launches per ``keys`` (e.g. ``kernelName``) pooled over the ``pid_*/file_name`` records of
+    one pass, and how many processes had one: process ids differ from pass to pass, so passes
+    are compared pooled (pass drift, a reused tracker pass)."""
+    counts: Counter = Counter()
+    processes = 0
+    for path in sorted(folder.glob(f"{RAW_PROCESS_PREFIX}*/{file_name}")):
+        launches = _read_launches(path)
+        if launches is None:
+            continue  # unreadable: not a process of this pass
+        processes += 1
+        counts.update(tuple(str(launch.get(key, "?")) for key in keys) for launch in launches)
+    return counts, processes
+
+
+def _decodable(launches: list[dict[str, Any]]) -> Counter:
+    """Launches per kernel name among the decodable launches of a raw capture."""
+    return Counter(launch.get("kernelName", "?") for launch in launches if launch.get("canDecode"))
 
 
 def untraced(raw_manifest_path: Path) -> list[dict[str, Any]]:
@@ -109,13 +131,13 @@ def untraced(raw_manifest_path: Path) -> list[dict[str, Any]]:
     without IKET annotations, PyTorch's and cuBLAS's around the user's), per kernel in
     first-launch order: ``{kernel, short, launches, grid, block}``. The trace leaves them out;
     the manifest keeps them (``uninstrumented``), so ``iket show`` lists them."""
-    try:
-        launches = json.loads(raw_manifest_path.read_bytes()).get("launches", [])
-    except (OSError, ValueError, AttributeError):
-        return []
+    return _untraced(raw_launches(raw_manifest_path))
+
+
+def _untraced(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for launch in launches:
-        if not isinstance(launch, dict) or launch.get("canDecode", True):
+        if launch.get("canDecode", True):
             continue
         name = str(launch.get("kernelName", "?"))
         if name not in found:

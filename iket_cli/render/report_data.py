@@ -27,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..analysis import launches as launches_mod
 from ..analysis.flows import Flow
 from ..model import trace as trace_mod
 from ..model.annotations import Roles
@@ -58,10 +59,9 @@ def timelines(
     result = []
     for label, _, loaded in processes:
         launches = []
-        sm_of = _sm_of(loaded)
+        sm_of = launches_mod.sm_ids(loaded)
         for n, launch in enumerate(loaded.launches):
-            data = _launch(loaded, n, launch, share, roles, by_launch.get(n, []))
-            data["occ"] = _occupancy(launch, sm_of, data["span"], data["unit"])
+            data = _launch(loaded, n, launch, share, roles, by_launch.get(n, []), sm_of)
             launches.append({**data, "name": namer(launch.kernel), "demangled": demangle(launch.kernel)})
         result.append({"process": label, "launches": launches})
     return result
@@ -74,8 +74,10 @@ def _launch(
     budget: int,
     roles: Roles | None,
     flows: list[Flow],
+    sm_of,
 ) -> dict[str, Any]:
-    """One launch for the timeline: whole warps, in SM/CTA/warp order, within ``budget``."""
+    """One launch for the timeline: whole warps, in SM/CTA/warp order, within ``budget``;
+    ``sm_of`` maps locations to SMs (:func:`~iket_cli.analysis.launches.sm_ids`)."""
     locations = loaded.locations
     used = set(launch.warps.loc) | set(launch.ranges.loc) | set(launch.markers.loc)
 
@@ -141,17 +143,11 @@ def _launch(
         "total_marks": len(m),
         "shown_ranges": len(ranges) // 4,
         "shown_marks": len(marks) // 3,
+        "occ": _occupancy(launch, sm_of, origin, span, unit),
     }
 
 
-def _sm_of(loaded: trace_mod.Trace):
-    """Each location's SM, as a numpy array (one pass over the location table per trace)."""
-    import numpy as np
-
-    return np.asarray([x.get("smId", -1) for x in loaded.locations] or [-1], dtype=np.int64)
-
-
-def _occupancy(launch: trace_mod.Launch, sm_of, span: int, unit: int) -> dict | None:
+def _occupancy(launch: trace_mod.Launch, sm_of, origin: int, span: int, unit: int) -> dict | None:
     """Per SM, the mean number of resident warps in each of :data:`OCCUPANCY_BINS` equal
     steps of the launch (x100, as int32): a warp's share of a step is the time it ran in it.
 
@@ -160,14 +156,13 @@ def _occupancy(launch: trace_mod.Launch, sm_of, span: int, unit: int) -> dict | 
     """
     import numpy as np
 
-    w, r, m = launch.warps, launch.ranges, launch.markers
+    w = launch.warps
     if not len(w):
         return None
-    origin = min(min(c) for c in (w.start, r.start, m.start) if len(c))
     start = np.frombuffer(w.start, dtype=np.int64) - origin
     end = np.frombuffer(w.end, dtype=np.int64) - origin
     loc = np.frombuffer(w.loc, dtype=np.int32).astype(np.int64)
-    sm = np.where((loc >= 0) & (loc < len(sm_of)), sm_of[np.clip(loc, 0, len(sm_of) - 1)], -1)
+    sm = launches_mod.warp_sms(loc, sm_of)
     span = max(span, 1)
     edges = np.linspace(0, span, OCCUPANCY_BINS + 1)
     sms, row = np.unique(sm, return_inverse=True)
