@@ -65,7 +65,7 @@ def test_reuse_then_an_edited_kernel_then_reuse(tmp_path):
     second, record, again = capture(tmp_path, "reuse2")
     assert record["tracker"]["mode"] == "reused" and record["phases"]["tracker"] is None
     assert second.stdout.count("workload ran") == 1, "one pass"
-    assert again == seen == {"ranges": 32, "marks": ["loaded"] * 32}
+    assert again == seen == {"ranges": 1, "marks": ["loaded"]}, "one warp: one range, one mark"
     edited = KERNEL.replace(
         "        profiler.range_pop()", '        profiler.mark("stored")\n        profiler.range_pop()'
     )
@@ -74,7 +74,7 @@ def test_reuse_then_an_edited_kernel_then_reuse(tmp_path):
     third, record, changed = capture(tmp_path, "reuse3")
     assert "does not fit this capture" in third.stderr
     assert record["tracker"]["mode"] == "fresh" and record["tracker"]["rerun"]
-    assert changed["marks"] == ["loaded"] * 32 + ["stored"] * 32, "the edited kernel, captured right"
+    assert changed["marks"] == ["loaded", "stored"], "the edited kernel, captured right"
     fourth, record, last = capture(tmp_path, "reuse4")
     assert fourth.stdout.count("workload ran") == 1
     assert record["tracker"]["mode"] == "reused" and last == changed

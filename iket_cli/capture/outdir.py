@@ -111,8 +111,10 @@ def hidden(output_dir: Path, suffix: str) -> Path:
     """``.NAME<suffix>`` beside DIR: a lock or staging name that always fits the file system.
 
     Where the whole name would be too long, NAME is cut and a hash of it added, so two
-    long names still give two paths.
+    long names still give two paths. DIR is made absolute first: ``.`` and ``..`` have no name
+    of their own (``iket postprocess .`` is a normal call).
     """
+    output_dir = Path(os.path.abspath(output_dir))
     name = f".{output_dir.name}{suffix}"
     limit = name_max(output_dir.parent)
     if len(name.encode()) <= limit:

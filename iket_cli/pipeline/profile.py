@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import drift
-from ..analysis import overhead as overhead_mod
 from ..capture import filesystem, outdir, passes, runiket, spawn, trackers, warm
 from ..capture.events import Reporter
 from ..capture.passes import Transcript
@@ -50,7 +49,6 @@ from ..model.vocab import (
 )
 from . import attempt, reuse
 from .attempt import Facts
-from .finish import finish
 
 #: Where a reused or given tracker output is copied inside the attempt's staging folder.
 USED_TRACKER = "tracker-used"
@@ -154,8 +152,8 @@ def _capture(
 ) -> Capture:
     """The steps up to publishing; any failure keeps its evidence in DIR.failed/."""
     formats = formats_for(plan.options.postprocess)
-    if formats:  # load the decoder while the passes run, not after them
-        threading.Thread(target=export.preload, daemon=True).start()
+    if formats:  # load the decoder and numpy while the passes run, not after them
+        threading.Thread(target=_preload, daemon=True).start()
     deadline = None if plan.options.timeout is None else facts.t0 + plan.options.timeout
     transcript: Transcript | None = None
     if plan.tracker.mode == "reused":
@@ -197,6 +195,15 @@ def _capture(
                 details=facts.drift[1:],
             )
     return published
+
+
+def _preload() -> None:
+    """Import what decoding and the reports need (NVIDIA's decoder; numpy for the trace
+    reader: 0.1 to 0.2 s together) while this process only waits for the passes."""
+    export.preload()
+    from ..analysis import overhead  # noqa: F401  (each import here is one the CLI need not wait for)
+    from ..model import numscan  # noqa: F401  (numpy's import)
+    from . import finish  # noqa: F401  (the lint, the report and their readers)
 
 
 def _explained(
@@ -275,6 +282,8 @@ def _overhead(
     recorded in the manifest (``overhead.error``) instead of failing the capture; only a
     timeout or an interrupt (which stop everything) fail it.
     """
+    from ..analysis import overhead as overhead_mod
+
     transcript.reporter.phase("overhead")
     ran = passes.plain(plan, staging, transcript, deadline=deadline, cancel=cancel)
     if isinstance(ran.error, (CaptureTimeout, CaptureInterrupted)):
@@ -333,6 +342,8 @@ def _drift(staging: Staging, transcript: Transcript) -> list[str]:
 
 def _publish(plan: Plan, staging: Staging, facts: Facts, formats: list[str], reporter: Reporter) -> Capture:
     """Lint and report, check every artifact is there, write the manifest, publish."""
+    from .finish import finish  # imported by _preload while the passes ran
+
     capture = staging.finalize()
     processes = artifacts.scan_processes(capture)
     start = time.monotonic()

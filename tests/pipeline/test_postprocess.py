@@ -32,6 +32,15 @@ def test_cli_on_a_raw_run_iket_folder_creates_the_manifest_and_is_idempotent(tmp
     assert artifacts(folder) == before
 
 
+def test_cli_in_the_capture_folder_itself(tmp_path):
+    """``iket postprocess .``: the folder's lock lives beside it, named from its absolute path."""
+    folder = kept(tmp_path, "affine")
+    done = run_iket("postprocess", ".", "--format", "json", cwd=folder)
+    assert done.code == 0 and "Traceback" not in done.stderr, done
+    assert manifest.read(folder)["status"] == "ok"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no lock left beside it"
+
+
 def artifacts(folder: Path) -> dict:
     """Every artifact's bytes; for the HTML reports what they show, less the run's own times."""
     found = {}
