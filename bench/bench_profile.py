@@ -133,11 +133,12 @@ def main() -> int:
             f"| {name} | {runs} | {med[name]:.2f} | {med[name] / med['raw']:.3f}x "
             f"({med[name] - med['raw']:+.2f} s) |{tail}"
         )
-    print(
-        f"\niket's own time outside run-iket (CLI start, checks, manifest, publish): "
-        f"median {statistics.median(own):.3f} s, runs {', '.join(f'{v:.3f}' for v in own)}; "
-        f"warm standby used in {sum(warm_used)} of {len(warm_used)} runs"
-    )
+    if own:  # the default iket variant ran
+        print(
+            f"\niket's own time outside run-iket (CLI start, checks, manifest, publish): "
+            f"median {statistics.median(own):.3f} s, runs {', '.join(f'{v:.3f}' for v in own)}; "
+            f"warm standby used in {sum(warm_used)} of {len(warm_used)} runs"
+        )
     for name, values in passes.items():  # the workload passes alone: where the noise lives
         print(
             f"{name}: tracker + capture passes median {statistics.median(values):.2f} s "

@@ -29,6 +29,10 @@ pytestmark = [
 ]
 
 
+#: The manifest entry of examples/profile_affine.py's one kernel.
+AFFINE = {"name": "profiled_affine_kernel", "short": "profiled_affine_kernel", "launches": 1}
+
+
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     for name in ("profile_affine.py", "multi_kernel.py", "spawner.py", "multi_rank.py"):
@@ -90,7 +94,7 @@ def test_function_target(work):
     assert proc.returncode == 0
     record = json.loads(proc.stdout)
     (process,) = record["processes"]
-    assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
+    assert process["kernels"] == [AFFINE]
     assert (process["ranges"], process["markers"]) == (1, 1)
     assert record["warm"]["used"], "one pass ran in the warm standby's worker"
     assert record["warm"]["modules"] == ["torch"], "TIRx initialises CUDA at import: never early"
@@ -115,8 +119,8 @@ def test_two_kernels(work):
     assert proc.returncode == 0
     (process,) = json.loads((work / "cap" / "manifest.json").read_text())["processes"]
     assert process["kernels"] == [
-        {"name": "scale_loop_kernel", "launches": 3},
-        {"name": "copy_kernel_kernel", "launches": 1},
+        {"name": "scale_loop_kernel", "short": "scale_loop_kernel", "launches": 3},
+        {"name": "copy_kernel_kernel", "short": "copy_kernel_kernel", "launches": 1},
     ]
     assert (process["ranges"], process["markers"]) == (208, 192)
     assert (work / "cap" / "tracker").is_dir() and (work / "cap" / "iket").is_dir()
@@ -131,7 +135,7 @@ def test_two_processes(work):
     assert len(processes) == 2
     assert record["status"] == "ok" and record["drift"] == [], "the passes agree"
     for process in processes:
-        assert process["kernels"] == [{"name": "profiled_affine_kernel", "launches": 1}]
+        assert process["kernels"] == [AFFINE]
         label = process["labels"]  # the start-up hook ran in both children
         assert label["argv"][1:3] == ["-c", "import profile_affine as p; p.workload()"]
         assert label["gpu"] and "H200" in label["gpu"], "torch used CUDA: device recorded at exit"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|reuse|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|reuse|repeat|repeatbench|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -71,6 +71,25 @@ if [[ $part == reuse ]]; then  # issue 18: tracker reuse, an edited kernel, and 
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
   tar cJf "$out/gpu-reuse.tar.xz" -C "$keep" --exclude='*.trace.json' --exclude='*.pftrace*' --exclude='*.html' \
     --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
+  exit 0
+fi
+if [[ $part == repeat ]]; then  # issue 18: --repeat 5 captures, the rank-test gate, a partial capture
+  echo "== repeated captures and the gate"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_repeat.py -v -s -p no:cacheprovider -o addopts="" \
+    > "$keep/gpu_repeat.log" 2>&1
+  grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_repeat.log" | tail -8
+  grep -A12 "unchanged repeats" "$keep/gpu_repeat.log" | head -14
+  echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
+  tar cJf "$out/gpu-repeat.tar.xz" -C "$keep" --exclude='*.pftrace*' --exclude='*.html' \
+    --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
+  exit 0
+fi
+if [[ $part == repeatbench ]]; then  # issue 18: --repeat 5 against 5 captures; a reused tracker again
+  echo "== --repeat 5 against five captures"
+  python3 bench/bench_repeat.py --runs "${BENCH_RUNS:-1}" --json "$keep/bench_repeat.json" 2>&1 | tee "$keep/bench_repeat.md"
+  echo "== second capture with tracker reuse against raw run-iket"
+  python3 bench/bench_profile.py --runs "${REUSE_RUNS:-2}" --variants iket-reuse,raw --json "$keep/bench_reuse.json" 2>&1 | tee "$keep/bench_reuse.md"
+  tar cJf "$out/gpu-repeatbench.tar.xz" -C "$keep" bench_repeat.json bench_repeat.md bench_reuse.json bench_reuse.md
   exit 0
 fi
 if [[ $part == bench || $part == all ]]; then

@@ -11,6 +11,10 @@ judged against the instances' own spread, not only against a percentage:
   exceed three combined standard errors (``3 · √(se_base² + se_new²)``). With one instance
   per side there is no spread to use, and only the first two tests apply.
 
+Repeated captures (``iket profile --repeat N``) on either side are judged by the
+repeats instead, with a rank test (:mod:`.gate`): one value per repeat, a side that was
+captured once counting as one repeat.
+
 Processes are pooled: a (kernel, range) pair collects its instances from every process of
 the capture, since process ids differ from run to run. A kernel that recorded no event (every
 kernel of a ``--warp-trace`` capture) is compared by its launch spans, as a range named
@@ -28,10 +32,10 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..model import trace as trace_mod
-from ..model.folder import find_traces
+from ..model.folder import beside, find_traces, manifest_of
 from ..model.names import Namer, short
 from ..model.vocab import DIFF_STATS, TIMER_STEP_NS
-from . import launches
+from . import gate, launches, spread
 
 NOISE_SIGMAS = 3.0
 
@@ -51,12 +55,20 @@ class Change:
     regression: bool
     status: str  # "matched", "added", "removed"
     name: str = ""  # the kernel's short name (model.names), unique among both captures
+    #: repeated captures (analysis.gate): repeats counted per side, the rank test's p (when
+    #: the change was over the threshold) and whether there were too few repeats to decide
+    repeats: tuple[int, int] | None = None
+    p_value: float | None = None
+    undecided: bool = False
 
 
-def instances(location: Path) -> dict[tuple[str, str], list[int]]:
-    """Every range duration of a capture, by (kernel, range name), pooled over processes."""
+def instances(location: Path, repeat: int | None = None) -> dict[tuple[str, str], list[int]]:
+    """Every range duration of a capture, by (kernel, range name), pooled over processes
+    (of one repeat, where ``repeat`` is given)."""
     pooled: dict[tuple[str, str], list[int]] = defaultdict(list)
     for _, path in find_traces(location):
+        if repeat is not None and (beside(path).process or {}).get("repeat", 1) != repeat:
+            continue
         loaded = trace_mod.load(path)
         for launch in loaded.launches:
             r = launch.ranges
@@ -65,6 +77,20 @@ def instances(location: Path) -> dict[tuple[str, str], list[int]]:
         for kernel, span in launches.spans(loaded):
             pooled[(kernel, launches.SPAN_ROW)].append(span)
     return pooled
+
+
+def per_repeat(location: Path, stat: str) -> dict[tuple[str, str], list[float]] | None:
+    """The statistic of each (kernel, range) in each counted repeat of a repeated capture;
+    None for a capture made once."""
+    record = manifest_of(location)
+    if not spread.repeated(record):
+        return None
+    found: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for repeat in record["repeats"]:
+        if repeat["status"] in spread.COUNTED:
+            for key, values in instances(location, repeat["index"]).items():
+                found[key].append(statistic(values, stat))
+    return found
 
 
 def statistic(values: list[int], stat: str) -> float:
@@ -126,14 +152,41 @@ def compare(base: Path, new: Path, *, stat: str = "median", fail_over: str | Non
         raise UsageError(f"unknown --stat {stat!r}", hint=f"use one of {', '.join(DIFF_STATS)}")
     rules = parse_thresholds(fail_over)
     before, after = instances(base), instances(new)
+    repeated = per_repeat(base, stat), per_repeat(new, stat)
     keys = [*before, *[k for k in after if k not in before]]
     namer = Namer(kernel for kernel, _ in keys)
     changes = []
     for key in keys:
         old, cur = before.get(key, []), after.get(key, [])
         changes.append(_change(key, old, cur, stat, rules))
+        if old and cur and repeated != (None, None):
+            a = repeated[0].get(key, []) if repeated[0] is not None else [statistic(old, stat)]
+            b = repeated[1].get(key, []) if repeated[1] is not None else [statistic(cur, stat)]
+            if a and b:  # (a range seen only in a repeat left out has nothing to test)
+                _by_repeats(changes[-1], a, b, threshold_for(rules, *key))
         changes[-1].name = namer(key[0])
     return sorted(changes, key=lambda c: -abs(c.impact_ns))
+
+
+def undecided(changes: list[Change]) -> list[Change]:
+    """The ranges over the threshold with too few repeats to test (analysis.gate)."""
+    return [c for c in changes if c.undecided]
+
+
+def _by_repeats(change: Change, base: list[float], new: list[float], limit: float | None) -> None:
+    """Judge a matched range of repeated captures by the rank test on its per-repeat values."""
+    import statistics
+
+    change.repeats = (len(base), len(new))
+    change.base, change.new = statistics.median(base), statistics.median(new)
+    change.delta = change.new - change.base
+    change.ratio = change.new / change.base if change.base else None
+    change.noise_ns = None
+    if limit is None:
+        change.regression = False
+        return
+    verdict, change.p_value = gate.judge(base, new, limit)
+    change.regression, change.undecided = verdict == "slower", verdict == "undecided"
 
 
 def unmatched(changes: list[Change]) -> list[Change]:

@@ -16,12 +16,15 @@ from ..errors import UsageError
 from ..model import trace as trace_mod
 from ..model.annotations import Roles, roles_for
 from ..model.artifacts import untraced as raw_untraced
-from ..model.folder import Beside, beside, find_traces
+from ..model.folder import Beside, beside, find_traces, manifest_of
 from ..model.names import Namer, demangle, matches
 from ..model.trace import Launch, Trace
 from ..model.vocab import GROUPINGS, ROLES_NAME
 from . import launches as launches_mod
 from . import lint as lint_mod
+from . import spread as spread_mod
+from .groups import groups, text
+from .spread import Spread
 from .stats import Stats, stats
 from .stats import ints as _ints
 
@@ -31,6 +34,7 @@ class RangeRow:
     name: str
     durations: Stats
     share_of_warp_time: float | None
+    spread: Spread | None = None  # a repeated capture: the per-repeat medians (analysis.spread)
 
 
 @dataclass
@@ -200,7 +204,6 @@ def to_dict(summary: list[KernelSummary]) -> list[dict]:
 
 
 # -- a whole capture, grouped ------------------------------------------------------------
-_LOCATION_KEY = {"cta": "ctaId", "warp": "warpId", "sm": "smId"}
 
 
 def summarize_capture(
@@ -230,21 +233,46 @@ def summarize_capture(
     symbols = [launch.kernel for _, _, trace, _ in loaded for launch in trace.launches]
     others = [u["kernel"] for *_, found in loaded for u in _untraced(found)]
     namer = Namer([*symbols, *others])
-    result = []
-    for label, path, trace, found in loaded:
-        result += summarize_loaded(
-            label, path, trace, by=by, top=top, roles=roles, namer=namer, context=found, **filters
-        )
+    record = manifest_of(location)
+    if spread_mod.repeated(record):
+        result = _summarize_repeats(loaded, record, by=by, top=top, roles=roles, namer=namer, filters=filters)
+    else:
+        result = []
+        for label, path, trace, found in loaded:
+            result += summarize_loaded(
+                label, path, trace, by=by, top=top, roles=roles, namer=namer, context=found, **filters
+            )
     given = {name: value for name, value in filters.items() if value is not None}
     if given and not any(p["kernels"] or p["launches"] or p["uninstrumented"] for p in result):
         shown = " ".join(
-            f"{FILTER_FLAGS.get(k, k)} {_text(v) if isinstance(v, tuple) else v}" for k, v in given.items()
+            f"{FILTER_FLAGS.get(k, k)} {text(v) if isinstance(v, tuple) else v}" for k, v in given.items()
         )
         names = sorted({namer(symbol) for symbol in symbols})
         raise UsageError(
             f"nothing in {location} matches {shown}",
             hint=f"its kernels: {', '.join(names) or 'none'}",
         )
+    return result
+
+
+def _summarize_repeats(loaded, record, *, by, top, roles, namer, filters) -> list[dict]:
+    """A repeated capture: each process's counted repeats pooled into one summary, each
+    range with its run-to-run spread (per-repeat medians; with ``--by kernel``)."""
+    result = []
+    for slot in spread_mod.slots(loaded, record):
+        trace, spreads = spread_mod.pooled(slot, filters)
+        once = {key: value for key, value in filters.items() if key != "launch"}  # applied per repeat
+        findings = lint_mod.lint_file(slot.path, slot.traces[0])
+        rows = summarize_loaded(
+            slot.label, slot.path, trace, by=by, top=top, roles=roles, namer=namer,
+            context=slot.context, findings=findings, **once,
+        )  # fmt: skip
+        for row in rows:
+            row["repeats"] = {"pooled": slot.repeats, "excluded": spread_mod.excluded(record)}
+            for kernel in row["kernels"] if by == "kernel" else []:
+                for line in kernel.ranges:
+                    line.spread = spreads.get((kernel.kernel, line.name))
+        result += rows
     return result
 
 
@@ -289,7 +317,7 @@ def summarize_loaded(
     untraced = _matching(_untraced(found), filters)
     chosen = trace_mod.select(loaded, **filters)
     result = []
-    for group, part in _groups(chosen, by, roles, quiet):
+    for group, part in groups(chosen, by, roles, quiet):
         kernels = [k for k in summarize(part) if k.kernel not in quiet and (k.ranges or k.markers)]
         for kernel in kernels:
             kernel.ranges = kernel.ranges[:top] if top else kernel.ranges
@@ -327,43 +355,6 @@ def _matching(untraced_kernels: list[dict], filters: dict[str, Any]) -> list[dic
         return []
     pattern = filters.get("kernel")
     return [u for u in untraced_kernels if pattern is None or matches(pattern, u["kernel"])]
-
-
-def _groups(
-    trace: Trace, by: str, roles: Roles | None = None, quiet: frozenset | set = frozenset()
-) -> list[tuple[str, Trace]]:
-    if by == "kernel":
-        return [("", trace)]
-    if by == "role" and roles is not None:
-        present = {w["warpId"] for w in trace.locations if isinstance(w, dict)}
-        groups = [
-            (f"role {name}", trace_mod.select(trace, warps=set(range(first, end))))
-            for name, (first, end) in roles.warps.items()
-        ]
-        rest = {w for w in present if roles.role(w) is None}
-        return groups + ([("role none", trace_mod.select(trace, warps=rest))] if rest else [])
-    if by == "launch":
-        return [
-            (f"launch {n}", Trace(trace.path, [launch], trace.strings, trace.locations))
-            for n, launch in enumerate(trace.launches)
-        ]
-    key = _LOCATION_KEY[by]
-    used = {
-        i
-        for launch in trace.launches
-        for i in (launch.warps.loc if launch.kernel in quiet else launch.ranges.loc)
-        if 0 <= i < len(trace.locations)
-    }
-    values = sorted({_hashable(trace.locations[i][key]) for i in used})
-    return [(f"{by} {_text(value)}", trace_mod.select(trace, **{by: value})) for value in values]
-
-
-def _hashable(value):
-    return tuple(value) if isinstance(value, list) else value
-
-
-def _text(value) -> str:
-    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def to_json(processes: list[dict]) -> dict:

@@ -155,27 +155,53 @@ def capture(
     *,
     deadline: float | None,
     cancel: threading.Event | None = None,
+    into: Path | None = None,
+    standby: warm.Standby | None = None,
 ) -> PassResult:
-    """The tracker and capture passes, with a warm standby beside them where it helps."""
-    argv = runiket.profile_argv(plan, staging.capture_dir)
+    """The tracker and capture passes, with a warm standby beside them where it helps.
+
+    ``into``: run-iket's output folder (default: the staging's capture folder; a repeat has
+    its own). ``standby``: one started earlier (:func:`ahead`), beside an earlier repeat, to
+    serve this run's only pass; it is closed here.
+    """
+    argv = runiket.profile_argv(plan, into or staging.capture_dir)
     fifo = staging.root / FIFO_NAME
     if not fifo.exists():
         os.mkfifo(fifo)
     procs = staging.root / PROCS_NAME
     follower = _Follower(plan, transcript, track_phases=True)
-    log = staging.root / WARM_LOG_NAME
-    # the standby serves a second pass: none follows when the tracker pass is skipped
-    two_passes = plan.tracker.mode == "fresh"
-    enabled = plan.options.warm and two_passes
-    standby = warm.standby_for(plan.target, plan.cwd, log, staging.token, enabled=enabled)
+    if standby is None:
+        # the standby serves a second pass: none follows when the tracker pass is skipped
+        two_passes = plan.tracker.mode == "fresh"
+        standby = warm.standby_for(
+            plan.target,
+            plan.cwd,
+            staging.root / WARM_LOG_NAME,
+            staging.token,
+            enabled=plan.options.warm and two_passes,
+        )
+        if standby is not None:
+            standby.start(plan.python, _env(plan, staging, procs), plan.cwd)
     if standby is None:
         return _run(plan, argv, _env(plan, staging, procs), follower, fifo, deadline, cancel)
-    extra = standby.start(plan.python, _env(plan, staging, procs), plan.cwd)
     try:
-        result = _run(plan, argv, _env(plan, staging, procs, extra), follower, fifo, deadline, cancel)
+        result = _run(plan, argv, _env(plan, staging, procs, standby.env), follower, fifo, deadline, cancel)
     finally:
         record = standby.close()
     return replace(result, warm=record)
+
+
+def ahead(plan: Plan, staging: Staging, name: str) -> warm.Standby | None:
+    """A standby started now for a later run (a repeat's): it imports while this one runs.
+
+    ``name`` tells its socket and log apart from the others'."""
+    if not plan.options.warm:
+        return None
+    log = staging.root / WARM_LOG_NAME.replace(".", f"-{name}.", 1)  # warm-r2.log
+    standby = warm.standby_for(plan.target, plan.cwd, log, staging.token, name=name)
+    if standby is not None:
+        standby.start(plan.python, _env(plan, staging, staging.root / PROCS_NAME), plan.cwd)
+    return standby
 
 
 def plain(

@@ -51,6 +51,7 @@ class Options:
     keep_dsl_cache: bool = False  # leave CuTe DSL's compile cache on (see dsl_cache below)
     roles: Path | None = None  # warp roles (kernel_symbols.json) to keep with the capture
     tracker: str = "auto"  # auto | fresh | DIR: reuse a cached tracker pass (see trackers.py)
+    repeat: int = 1  # capture passes after the one tracker pass (pipeline/repeats.py)
     command: list[str] | None = None  # the iket command line, recorded in the manifest
 
     def check(self) -> None:
@@ -81,6 +82,10 @@ class Options:
                 f"--roles {self.roles} does not exist", hint="give CuTe DSL's kernel_symbols.json"
             )
         trackers.check_choice(self.tracker)
+        if isinstance(self.repeat, bool) or not isinstance(self.repeat, int) or self.repeat < 1:
+            raise UsageError(
+                f"--repeat {self.repeat!r} is not a positive whole number", hint="e.g. --repeat 5"
+            )
         config = self.enabled_cluster_config
         if config is not None and not Path(config).is_file():
             raise UsageError(f"--enabled-cluster-config {config} does not exist")

@@ -106,6 +106,7 @@ class Standby:
     log_path: Path
     socket_dir: Path
     process: subprocess.Popen | None = None
+    env: dict[str, str] | None = None  # what a pass's environment needs to find it, once started
 
     @property
     def socket_path(self) -> Path:
@@ -113,6 +114,7 @@ class Standby:
 
     def start(self, python: str, env: dict[str, str], cwd: Path) -> dict[str, str]:
         """Start the standby; returns what the passes' environment needs to find it."""
+        self.socket_dir.parent.mkdir(mode=0o700, exist_ok=True)
         self.socket_dir.mkdir(mode=0o700, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = spawn.start(
@@ -123,7 +125,8 @@ class Standby:
                 stderr=log,
                 new_session=True,  # its own group: close() kills the worker with it
             )
-        return {WARM_ENV: str(self.socket_path)}
+        self.env = {WARM_ENV: str(self.socket_path)}
+        return self.env
 
     def close(self) -> dict[str, object]:
         """Kill the standby and its worker, remove the socket; what the manifest records."""
@@ -144,10 +147,14 @@ class Standby:
 
 
 def standby_for(
-    target: Target, cwd: Path, log_path: Path, token: str, enabled: bool = True
+    target: Target, cwd: Path, log_path: Path, token: str, enabled: bool = True, name: str = "pass"
 ) -> Standby | None:
-    """A standby for this target, or None when it would not help (no heavy imports found)."""
+    """A standby for this target, or None when it would not help (no heavy imports found).
+
+    Its socket folder, ``name`` inside the capture's (:func:`socket_dir`): the standbys of a
+    repeated capture (one per repeat) each have their own; the watchdog and the next
+    capture remove the capture's folder with all of them."""
     if not enabled or target.kind not in ("function", "script"):
         return None
     modules = modules_for(target, cwd)
-    return Standby(modules, log_path, socket_dir(token)) if modules else None
+    return Standby(modules, log_path, socket_dir(token) / name) if modules else None

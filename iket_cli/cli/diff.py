@@ -63,6 +63,16 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
             f"{worst.name or worst.kernel} / {worst.range} {worst.ratio:.3f}x",
             phase="diff",
         )
+    unsure = diff.undecided(changes)
+    if unsure:
+        first = unsure[0]
+        raise CaptureError(
+            f"not enough repeats to decide: {len(unsure)} range(s) over --fail-over {fail_over} "
+            f"({first.name or first.kernel} / {first.range} {first.ratio:.3f}x) with "
+            f"{first.repeats[0]} repeat(s) of BASE and {first.repeats[1]} of NEW",
+            phase="diff",
+            hint="capture both sides with iket profile --repeat 3 or more (the rank test needs 3 against 3)",
+        )
     missing = diff.unmatched(changes) if fail_over else []
     if missing:
         raise CaptureError(

@@ -148,6 +148,15 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     help="auto: reuse the tracker pass of the last capture of the same command (the workload "
     "then runs once); fresh: always run it; DIR: a kept capture's tracker/ folder.",
 )
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Capture N times after one tracker pass: the run-to-run spread per range (iket show) "
+    "and a diff gate that knows the noise (iket diff).",
+)
 @click.option("--enabled-cluster", metavar="X,Y,Z", help="Dump only this cluster.")
 @click.option(
     "--enabled-cluster-config",

@@ -74,9 +74,28 @@ class Capture:
         wanted = manifest_mod.instrumented(self.manifest["processes"])
         return [p for p in self.processes if p.info in wanted]
 
+    @property
+    def repeats(self) -> list[Capture]:
+        """A repeated capture (``--repeat N``): a view of each repeat that was published,
+        repeat 1 first (``.manifest["repeat"]`` is its record); ``[self]`` for one capture."""
+        done = self.manifest.get("repeats") or []
+        if not done:
+            return [self]
+        views = []
+        for repeat in done:
+            mine = [p for p in self.manifest["processes"] if p.get("repeat", 1) == repeat["index"]]
+            if mine:
+                views.append(Capture(self.output_dir, {**self.manifest, "processes": mine, "repeat": repeat}))
+        return views
+
     def _only(self, kind: str) -> Path:
         """The one process's artifact; processes that launched no instrumented kernel
         (a launcher that only initialised CUDA) do not count."""
+        if len(self.repeats) > 1:
+            raise MultiProcessError(
+                f"this capture holds {len(self.repeats)} repeats, so it has no single {kind}",
+                hint=f"use capture.repeats[i].{kind} for each repeat",
+            )
         processes = self.instrumented
         if len(processes) != 1:
             raise MultiProcessError(
@@ -135,7 +154,8 @@ def find_traces(location: Path) -> list[tuple[str, Path]]:
 def process_label(process: dict) -> str:
     """``rank 1 (pid 0x2b5)``; in a merged capture prefixed by its input: ``node-a/0x204``."""
     label = labels.describe(process).removeprefix("pid ")
-    return f"{process['folder']}/{label}" if process.get("folder") else label
+    label = f"{process['folder']}/{label}" if process.get("folder") else label
+    return f"{label} (repeat {process['repeat']})" if process.get("repeat") else label
 
 
 def manifest_of(location: Path) -> dict[str, Any] | None:
@@ -160,11 +180,11 @@ class Beside:
 
 def beside(trace: Path) -> Beside:
     """The manifest entry, recorded findings, raw capture and mode of ``trace`` (a merged
-    capture's manifest is one folder up)."""
+    capture's manifest is one folder up, or two for a repeat of a merged capture)."""
     trace = Path(trace)
     raw = trace.parent / raw_manifest(pid_of(trace.name))
     raw_found = raw if raw.is_file() else None
-    for folder in (trace.parent, trace.parent.parent):
+    for folder in trace.parents[:3]:
         if not (folder / MANIFEST_NAME).is_file():
             continue
         try:
@@ -174,8 +194,12 @@ def beside(trace: Path) -> Beside:
         for process in record.get("processes", []):
             artifact = process.get("artifacts", {}).get("trace_json")
             if artifact and (folder / artifact["path"]).resolve() == trace.resolve():
-                pid = process.get("pid_hex")
-                recorded = [f for f in record.get("lint") or [] if f.get("process") == pid]
+                pid, repeat = process.get("pid_hex"), process.get("repeat")
+                recorded = [
+                    f
+                    for f in record.get("lint") or []
+                    if f.get("process") == pid and f.get("repeat") == repeat
+                ]
                 return Beside(process, recorded, raw_found, mode_of(record))
     return Beside(None, [], raw_found, configured_mode(trace.parent))
 

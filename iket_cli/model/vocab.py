@@ -85,8 +85,19 @@ DIFF_STATS = ("median", "mean", "p90", "total")
 INSTRUMENTED = "instrumented"
 WARP_TRACE = "warp-trace"
 MODES = (INSTRUMENTED, WARP_TRACE)
-#: Manifest ``status`` values.
-STATUSES = ("ok", "suspect", "failed", "timeout", "interrupted")
+#: Manifest ``status`` values. ``partial``: a repeated capture (``--repeat N``) of which
+#: some repeats failed; the others are published.
+STATUSES = ("ok", "suspect", "partial", "failed", "timeout", "interrupted")
+#: The statuses of a capture whose traces can be read (the others kept only evidence).
+READABLE_STATUSES = ("ok", "suspect", "partial")
+#: ``--repeat N``: repeat k (2..N) of a capture lives in ``repeat-<k>/`` inside it; repeat 1
+#: is the capture's own top level, so a reader that knows nothing of repeats reads repeat 1.
+REPEAT_PREFIX = "repeat-"
+
+
+def repeat_dir(index: int) -> str:
+    """The folder of repeat ``index`` inside its capture ("" for repeat 1: the top level)."""
+    return "" if index == 1 else f"{REPEAT_PREFIX}{index}"
 
 
 def formats_for(choice: str) -> list[str]:

@@ -48,6 +48,7 @@ class Facts:
     overhead: dict[str, Any] | None = None
     drift: list[str] = field(default_factory=list)
     annotations: dict[str, Any] | None = None  # what CuTe DSL wrote beside the trace (profile._collect)
+    repeats: list | None = None  # --repeat N: pipeline.repeats.Repeat, repeat 1 first
 
     @classmethod
     def begin(cls, argv: list[str], t0: float | None = None) -> Facts:
@@ -107,6 +108,7 @@ def manifest(
         dsl_cache=plan.dsl_cache,
         annotations=facts.annotations,
         tracker=plan.tracker.record(),
+        repeats=None if not facts.repeats else [r.record() for r in facts.repeats],
         processes=processes,
         **extra,
     )

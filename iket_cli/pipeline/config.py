@@ -38,7 +38,10 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     "keep_dsl_cache": (bool,),
     "roles": (str,),
     "tracker": (str,),
+    "repeat": (int,),
 }
+#: Whole-number options that must be at least 1.
+POSITIVE = ("repeat", "max_ts_cnt_per_warp")
 TOP_ONLY = {"output": (str,), "jobs": (list,)}
 JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}
 
@@ -201,6 +204,8 @@ def _check(path: Path, table: dict, allowed: dict[str, tuple[type, ...]], prefix
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             names = " or ".join(t.__name__ for t in types)
             raise ConfigError(f"{path}: {prefix}{key}: should be {names}, not {type(value).__name__}")
+        if key in POSITIVE and value < 1:
+            raise ConfigError(f"{path}: {prefix}{key}: should be 1 or more, not {value}")
 
 
 def _check_env(path: Path, env: dict, where: str) -> None:

@@ -194,6 +194,15 @@ def _gate(result: JobResult, base: Path, new: Path, fail_over: str | None) -> No
         return
     changes = diff_mod.compare(base, new, fail_over=fail_over)
     result.regressions = [asdict(c) for c in changes if c.regression]
+    unsure = diff_mod.undecided(changes)
+    if unsure and not result.regressions:
+        result.status, result.exit_code = "regressed", 1
+        result.error = (
+            f"not enough repeats to decide: {len(unsure)} range(s) over --fail-over {fail_over} with "
+            f"{unsure[0].repeats[0]} repeat(s) of the baseline and {unsure[0].repeats[1]} now "
+            "(the rank test needs 3 against 3: repeat = 3 or more)"
+        )
+        return
     missing = diff_mod.unmatched(changes)
     if missing and not result.regressions:
         result.status = "regressed"

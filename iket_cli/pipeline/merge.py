@@ -76,7 +76,7 @@ def _refuse_conflicts(inputs: list[Path], records: list[dict]) -> None:
     for path, record in zip(inputs, records, strict=True):
         for process in record["processes"]:
             host = (process.get("labels") or {}).get("hostname")
-            key = (host, process["pid"], record["started_at"])
+            key = (host, process["pid"], record["started_at"], process.get("repeat"))
             if key in owners:
                 raise UsageError(
                     f"{path} and {owners[key]} hold the same process (pid {process['pid_hex']}"
@@ -104,9 +104,10 @@ def _bring(source: Path, source_record: dict, folder: Path, name: str, copy: boo
         entry = {**process, "artifacts": {}, "raw": None, "source": str(source.resolve()), "folder": name}
         for kind, artifact in process["artifacts"].items():
             src = source / artifact["path"]
-            dest = folder / Path(artifact["path"]).name
+            dest = folder / artifact["path"]  # a repeat's files stay in its repeat-<k>/
+            dest.parent.mkdir(parents=True, exist_ok=True)
             _place(src, dest, copy)
-            entry["artifacts"][kind] = {"path": f"{name}/{dest.name}", "bytes": artifact["bytes"]}
+            entry["artifacts"][kind] = {"path": f"{name}/{artifact['path']}", "bytes": artifact["bytes"]}
         processes.append(entry)
     return processes
 

@@ -23,17 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import drift
-from ..capture import filesystem, outdir, passes, runiket, spawn, trackers, warm
+from ..capture import filesystem, outdir, passes, runiket, spawn, trackers, tree, warm
 from ..capture.events import Reporter
 from ..capture.passes import Transcript
 from ..capture.plan import Options, Plan, coerce_target, resolve
 from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
 from ..capture.watchdog import Watchdog
-from ..decode import export, pool
-from ..decode import tasks as decode_tasks
-from ..decode.tasks import DISK_FULL, Outcome
-from ..errors import CaptureError, CaptureInterrupted, CaptureKilled, CaptureTimeout, DecodeError, IketError
+from ..decode import export
+from ..errors import CaptureError, CaptureInterrupted, CaptureKilled, CaptureTimeout, IketError
 from ..model import artifacts
 from ..model import manifest as manifest_mod
 from ..model.folder import Capture
@@ -47,8 +45,9 @@ from ..model.vocab import (
     artifacts_for,
     formats_for,
 )
-from . import attempt, reuse
+from . import attempt, repeats, reuse
 from .attempt import Facts
+from .decoding import Decoded
 
 #: Where a reused or given tracker output is copied inside the attempt's staging folder.
 USED_TRACKER = "tracker-used"
@@ -143,8 +142,15 @@ def _attempt(
         hint="look for the OOM killer in dmesg, or the scheduler's log",
     )
     evidence = attempt.manifest(plan, staging, facts, "interrupted", [], error=killed, gpus=[])
-    with Watchdog(staging, remove=[warm.socket_dir(staging.token)], evidence=evidence):
-        return _capture(plan, staging, reporter, facts, cancel)
+    sockets = warm.socket_dir(staging.token)
+    try:
+        with Watchdog(staging, remove=[sockets], evidence=evidence):
+            return _capture(plan, staging, reporter, facts, cancel)
+    finally:
+        # What escaped the passes' process trees (a session of its own under a standby's
+        # worker, say) still carries the capture's mark: nothing of it outlives the capture.
+        tree.kill_marked(staging.token)
+        shutil.rmtree(sockets, ignore_errors=True)  # the standbys' folder (each removed its own socket)
 
 
 def _capture(
@@ -161,8 +167,11 @@ def _capture(
             f"reusing the tracker pass of an earlier capture of this command ({reuse.age(plan.tracker)}): "
             "the workload runs once (--tracker fresh runs both passes)"
         )
+    ahead = passes.ahead(plan, staging, "r2") if plan.options.repeat > 1 else None
     try:
         with _transcript(staging, plan, facts.run_iket_argv, reporter) as transcript:
+            if ahead is not None:
+                reporter.phase(f"repeat 1 of {plan.options.repeat}")
             ran = passes.capture(plan, staging, transcript, deadline=deadline, cancel=cancel)
             facts = replace(facts, passes=ran)
             failure = ran.failure()
@@ -172,12 +181,21 @@ def _capture(
                 raise failure
             misfit = reuse.misfit(plan, staging)
             facts = replace(facts, annotations=_collect(plan, staging, facts.started.timestamp()))
-            facts = replace(facts, postprocess_s=_decode(staging, transcript, formats, cancel))
+            decoded = Decoded(transcript, formats, cancel)
+            decoded(staging.capture_dir)
+            facts = replace(facts, postprocess_s=decoded.seconds)
             if plan.options.overhead:
                 facts = replace(facts, overhead=_overhead(plan, staging, transcript, deadline, cancel))
             facts = replace(facts, drift=[*misfit, *_drift(staging, transcript)])
             if not facts.drift:
                 reuse.keep(plan, staging, transcript)
+            if plan.options.repeat > 1:
+                more = repeats.more(
+                    plan, staging, transcript, decoded, deadline=deadline, cancel=cancel, standby=ahead
+                )
+                ahead = None  # closed by repeats.more
+                first = repeats.first(ran, facts.drift)
+                facts = replace(facts, repeats=[first, *more], postprocess_s=decoded.seconds)
         if transcript.full is not None:
             raise transcript.full
         published = _publish(plan, staging, facts, formats, reporter)
@@ -185,6 +203,17 @@ def _capture(
         unwritten = transcript.unwritten if transcript is not None else ()
         failure = _explained(error, plan, facts, formats, transcript)
         raise attempt.keep_evidence(plan, staging, facts, failure, unwritten) from None
+    finally:
+        if ahead is not None:
+            ahead.close()
+    if published.manifest["status"] == "partial":
+        failed = [r for r in published.manifest["repeats"] if r["status"] == repeats.FAILED]
+        if plan.options.strict:
+            raise CaptureError(
+                f"{len(failed)} of {plan.options.repeat} repeats failed: {failed[0]['error']}",
+                phase="capture",
+                hint=f"the other repeats are in {published.output_dir} (status partial); the log says more",
+            )
     if facts.drift:
         reporter.warn(f"the passes differ, the capture is suspect: {facts.drift[0]}", runiket.DRIFT_HINT)
         if plan.options.strict:
@@ -236,37 +265,6 @@ def _transcript(staging: Staging, plan: Plan, argv: list[str], reporter: Reporte
                 f"captured again with a tracker pass, the cached one did not fit: {plan.tracker.rerun}"
             )
         yield transcript
-
-
-class _LoggedProgress(pool.Progress):
-    """Decode progress as ``[iket]`` lines: in the log, and on the console with -v."""
-
-    def __init__(self, transcript: Transcript) -> None:
-        self.transcript = transcript
-
-    def finished(self, outcome: Outcome) -> None:
-        task = outcome.task
-        verdict = f"failed: {outcome.error}" if outcome.error else f"in {outcome.seconds:.2f} s"
-        verdict = "cancelled" if outcome.cancelled else verdict
-        self.transcript.line(f"[iket] decoded pid {task.pid_hex} {task.export} {verdict}")
-
-
-def _decode(
-    staging: Staging, transcript: Transcript, formats: list[str], cancel: threading.Event | None
-) -> float | None:
-    """Decode every process's raw capture into ``formats``, in parallel; the seconds it took."""
-    tasks = decode_tasks.plan(staging.capture_dir, formats)
-    if not tasks:
-        return None  # nothing was captured: _missing_artifacts says so
-    transcript.reporter.phase("postprocess")
-    start = time.monotonic()
-    outcomes = pool.run(tasks, progress=_LoggedProgress(transcript), cancel=cancel)
-    if any(o.errno in DISK_FULL for o in outcomes):
-        raise OSError(DISK_FULL[0], os.strerror(DISK_FULL[0]))  # named as a full disk by _explained
-    errors = list(dict.fromkeys(o.error for o in outcomes if o.error))
-    if errors:
-        raise DecodeError(f"decoding failed: {errors[0]}", phase="postprocess", details=errors[1:])
-    return round(time.monotonic() - start, 3)
 
 
 def _overhead(
@@ -361,13 +359,17 @@ def _publish(plan: Plan, staging: Staging, facts: Facts, formats: list[str], rep
     missing = _missing_artifacts(processes, formats)
     if missing:
         raise CaptureError(missing, phase="postprocess")
+    lint = finished.lint or []
+    if facts.repeats:
+        more, more_lint = repeats.publish(capture, staging, facts.repeats, draft, formats, _missing_artifacts)
+        processes, lint = repeats.numbered(processes, 1) + more, repeats.numbered(lint, 1) + more_lint
     if not plan.options.keep:
         for name in INTERMEDIATES:
             shutil.rmtree(capture / name, ignore_errors=True)
+        repeats.drop_intermediates(capture, facts.repeats or [])
         for process in processes:
             process["raw"] = None
-    status = "suspect" if facts.drift else "ok"
-    lint = finished.lint or []
+    status = repeats.status(facts.repeats or [], bool(facts.drift))
     record = attempt.manifest(plan, staging, facts, status, processes, drift=facts.drift, lint=lint)
     manifest_mod.write(capture, record)
     for finding in lint:

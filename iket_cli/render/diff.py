@@ -39,5 +39,8 @@ def render(changes: list[Change], fmt: str, out: IO[str], stat: str) -> None:
 def _row(c: Change) -> list[str]:
     ratio = "-" if c.ratio is None else f"{c.ratio:.3f}x"
     delta = "-" if c.delta is None else ("+" if c.delta >= 0 else "-") + duration(abs(c.delta))
-    status = "REGRESSION" if c.regression else c.status
+    status = "REGRESSION" if c.regression else "UNDECIDED: too few repeats" if c.undecided else c.status
+    if c.repeats is not None:  # judged by the repeats (analysis.gate)
+        tested = "" if c.p_value is None else f", p {c.p_value:.3f}"
+        status += f" ({c.repeats[0]} vs {c.repeats[1]} repeats{tested})"
     return [c.name or c.kernel, c.range, duration(c.base), duration(c.new), ratio, delta, status]

@@ -139,9 +139,11 @@ class ConsoleReporter(Reporter):
             return
         record = capture.manifest
         took = record["duration_s"]
-        shown = instrumented(record["processes"])
+        first = [p for p in record["processes"] if p.get("repeat", 1) == 1]  # repeats: one line
+        shown = instrumented(first)
         rows = [_row(capture, p) for p in shown]
-        idle = _idle_note([p for p in record["processes"] if p not in shown])
+        idle = _idle_note([p for p in first if p not in shown])
+        repeated = repeat_line(record)
         if self.fancy:
             self._rich_summary(capture, rows, took, idle)
             return
@@ -149,6 +151,8 @@ class ConsoleReporter(Reporter):
         for pid, kernels, counts, files in rows:
             _say(f"  pid {pid}: {kernels}; {counts}; {files}")
         _say(f"iket: {phase_line(record)}")
+        if repeated:
+            _say(f"iket: {repeated}")
         if idle:
             _say(f"iket: {idle}")
         for line in _overhead_lines(record):
@@ -168,9 +172,24 @@ class ConsoleReporter(Reporter):
         if idle:
             self._console.print(escape(idle))
         self._console.print(escape(phase_line(capture.manifest)))
+        if repeat_line(capture.manifest):
+            self._console.print(escape(repeat_line(capture.manifest)))
         for line in _overhead_lines(capture.manifest):
             self._console.print(f"overhead: {escape(line)}")
         self._console.print(f"open [bold]{escape(_what_to_open(capture))}[/]")
+
+
+def repeat_line(record: dict[str, Any]) -> str:
+    """``5 repeats (capture pass 7.10, 3.21, ... s): 4 ok, 1 failed``; "" for one capture."""
+    done = record.get("repeats") or []
+    if len(done) < 2:
+        return ""
+    seconds = ", ".join("-" if r["capture_s"] is None else f"{r['capture_s']:.2f}" for r in done)
+    counts: dict[str, int] = {}
+    for r in done:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    verdict = ", ".join(f"{n} {status}" for status, n in counts.items())
+    return f"{len(done)} repeats (capture pass {seconds} s): {verdict}; iket show pools them"
 
 
 def _row(capture: Capture, info: dict[str, Any]) -> tuple[str, str, str, str]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import flows as flows_mod
+from ..analysis import spread
 from ..analysis import summary as summary_mod
 from ..analysis.flows import Flow
 from ..analysis.lint import Finding
@@ -55,7 +56,7 @@ def build(location: Path, *, title: str | None = None, roles_file: Path | None =
         "kind": "capture",
         "title": title or _title(location, record),
         "meta": _meta(record),
-        "stats": _stats(processes),
+        "stats": _stats(processes) if not spread.repeated(record) else _pooled(location),
         "timelines": report_data.timelines(processes, roles=roles, flows=arrows),
         "perfetto": _perfetto(found),
         **_annotations(dags),
@@ -195,7 +196,17 @@ def _meta(record: dict[str, Any] | None) -> dict[str, Any]:
         "gpu": "; ".join(f"{g.get('name')} (driver {g.get('driver')})" for g in gpus),
         "versions": {k: v for k, v in versions.items() if k != "gpus"},
         "processes": len(record.get("processes", [])),
+        **({"repeats": _repeats(record)} if spread.repeated(record) else {}),
     }
+
+
+def _repeats(record: dict[str, Any]) -> str:
+    """``5 (ok 4, drifted 1)``: the repeats of a repeated capture, by status."""
+    done = record["repeats"]
+    counts: dict[str, int] = {}
+    for repeat in done:
+        counts[repeat["status"]] = counts.get(repeat["status"], 0) + 1
+    return f"{len(done)} ({', '.join(f'{status} {n}' for status, n in counts.items())})"
 
 
 def _stats(
@@ -213,6 +224,12 @@ def _stats(
             label, path, loaded, findings=findings, namer=namer, context=context
         )
     return summary_mod.to_json(summaries)["processes"]
+
+
+def _pooled(location: Path) -> list[dict[str, Any]]:
+    """A repeated capture's statistics as ``iket show`` gives them: each process pooled over
+    its repeats, each range with its per-repeat medians' spread."""
+    return summary_mod.to_json(summary_mod.summarize_capture(location))["processes"]
 
 
 def _perfetto(found: list[tuple[str, Path]]) -> dict | None:

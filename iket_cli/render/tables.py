@@ -15,6 +15,7 @@ from ..analysis.lint import Finding
 from ..model.names import short
 from ..model.units import duration
 from ..model.vocab import TIMER_STEP_NS, WARP_TRACE
+from .repeats import repeats_line, spread_cells, spread_text
 
 
 def flat_rows(processes: list[dict]) -> list[dict]:
@@ -37,6 +38,7 @@ def flat_rows(processes: list[dict]) -> list[dict]:
                         **_stat_cells(row.durations),
                         "share_of_warp_time": row.share_of_warp_time,
                         "at_resolution_limit": row.durations.at_resolution_limit,
+                        **spread_cells(row.spread),
                     }
                 )
             for marker in kernel.markers:
@@ -100,6 +102,10 @@ COLUMNS = (
     "max_ns",
     "share_of_warp_time",
     "at_resolution_limit",
+    "repeats",
+    "repeat_p50_min_ns",
+    "repeat_p50_max_ns",
+    "repeat_p50_cv",
 )
 
 
@@ -112,10 +118,18 @@ def render_csv(processes: list[dict], out: IO[str]) -> None:
 
 
 def render_markdown(processes: list[dict], out: IO[str]) -> None:
-    """A table for a CI job page; mark rows give the offset from the enclosing range."""
-    out.write("| process | kernel | kind | name | count | total | p50 | p90 | p99 | max |\n")
-    out.write("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-    for row in flat_rows(processes):
+    """A table for a CI job page; mark rows give the offset from the enclosing range; a
+    repeated capture adds the per-repeat medians' range and CV."""
+    rows = flat_rows(processes)
+    repeated = any("repeats" in row for row in rows)
+    extra = " p50 per repeat | cv |" if repeated else ""
+    out.write("| process | kernel | kind | name | count | total | p50 | p90 | p99 | max |" + extra + "\n")
+    out.write(
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+        + " ---: | ---: |" * repeated
+        + "\n"
+    )
+    for row in rows:
         cells = [
             f"{row['process']}{' ' + row['group'] if row['group'] else ''}",
             markdown_text(row["kernel"]),
@@ -126,6 +140,11 @@ def render_markdown(processes: list[dict], out: IO[str]) -> None:
         for key in ("total_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"):
             value = row.get(key)
             cells.append("" if value is None else duration(value))
+        if repeated and "repeats" in row:
+            low, high, cv = row["repeat_p50_min_ns"], row["repeat_p50_max_ns"], row["repeat_p50_cv"]
+            cells += [f"{duration(low)} .. {duration(high)}", "-" if cv is None else f"{cv:.1%}"]
+        elif repeated:
+            cells += ["", ""]
         out.write("| " + " | ".join(cells) + " |\n")
 
 
@@ -147,7 +166,10 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
     console = Console(file=out, width=max(160, longest + 150))  # whole names: never cut
     flagged = marks = False
     for process in processes:
+        if process.get("repeats") and process["kernels"]:
+            console.print(escape(repeats_line(process)), highlight=False)
         for kernel in process["kernels"]:
+            spread = any(row.spread is not None for row in kernel.ranges)
             lifetime = kernel.warp_lifetimes
             group = f" · {escape(process['group'])}" if process["group"] else ""
             title = (
@@ -167,6 +189,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                 "p99",
                 "max",
                 "of warp time",
+                *(("p50 per repeat", "cv") if spread else ()),
             ):
                 table.add_column(column, justify="left" if column == "range" else "right")
             for row in kernel.ranges:
@@ -185,6 +208,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                     duration(d.p99),
                     duration(d.max),
                     share,
+                    *(spread_text(row.spread) if spread else ()),
                 )
             for marker in kernel.markers:
                 marks = True
@@ -200,6 +224,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                     "",
                     "",
                     "",
+                    *(("", "") if spread else ()),
                 )
             console.print(table)
         if process.get("launches"):

@@ -9,6 +9,9 @@ recorded H200 capture: ``$IKET_DOUBLE_CAPTURE/tracker/pid_*`` after the tracker 
 behaves as run-iket does on a machine without a GPU.
 
 A ``--warp-trace`` run replays ``$IKET_DOUBLE_WARP_CAPTURE`` instead, where that is set.
+``$IKET_DOUBLE_QUEUE`` names a file of recorded captures, one a line: each capture pass
+replays the next (``iket profile --repeat N`` with repeats that differ), and the tracker
+pass ``$IKET_DOUBLE_CAPTURE``.
 ``$IKET_DOUBLE_SLEEP`` (seconds) delays each pass, for timeout and interrupt tests.
 ``$IKET_DOUBLE_LAUNCHED`` names a folder where workload processes that "launch a kernel"
 create a file named after their pid; the recorded per-process folders are then renamed
@@ -40,7 +43,7 @@ def _launch(self, tool, tool_config, env={}, job="", extra_env={}):  # noqa: B00
     delay = float(os.environ.get("IKET_DOUBLE_SLEEP", "0"))
     if delay:
         time.sleep(delay)
-    recorded = os.environ.get("IKET_DOUBLE_CAPTURE")
+    recorded = _queued(job) or os.environ.get("IKET_DOUBLE_CAPTURE")
     if "--warp-trace" in sys.argv and os.environ.get("IKET_DOUBLE_WARP_CAPTURE"):
         recorded = os.environ["IKET_DOUBLE_WARP_CAPTURE"]
     if recorded and tool and result.returncode == 0:
@@ -51,6 +54,18 @@ def _launch(self, tool, tool_config, env={}, job="", extra_env={}):  # noqa: B00
             shutil.copytree(pid_dir, copy)
             _relocate(copy / "tracker.json", copy)
     return result
+
+
+def _queued(job: str) -> str | None:
+    """The next line of ``$IKET_DOUBLE_QUEUE`` for a capture pass (the file loses it)."""
+    queue = os.environ.get("IKET_DOUBLE_QUEUE")
+    if job != "iket" or not queue or not Path(queue).is_file():
+        return None
+    lines = Path(queue).read_text().splitlines()
+    if not lines:
+        return None
+    Path(queue).write_text("".join(line + "\n" for line in lines[1:]))
+    return lines[0]
 
 
 def _launched_pids(tool: str) -> list[int]:

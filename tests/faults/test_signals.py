@@ -149,3 +149,35 @@ def _cmdline(pid: int) -> bytes:
             return handle.read()
     except OSError:
         return b""
+
+
+#: Sleeps in its second capture pass (repeat 2), with a grandchild in a session of its own.
+SLOW_REPEAT = (
+    "import os, subprocess, sys, time\n"
+    "import numpy  # so that a warm standby imports it for each repeat\n"
+    "if os.environ.get('IKET_INJECTION_CONFIG', '').endswith('iket/iket.config.json'):\n"
+    "    with open('captures.txt', 'a') as f:\n"
+    "        f.write('x')\n"
+    "    if open('captures.txt').read() == 'xx':\n"
+    "        sleeper = [sys.executable, '-c', 'import time; time.sleep(120)']\n"
+    "        subprocess.Popen(sleeper, start_new_session=True)\n"
+    "        print('repeat 2 started', flush=True)\n"
+    "        time.sleep(120)\n"
+    "print('pass done', flush=True)\n"
+)
+
+
+def test_ctrl_c_in_the_middle_of_a_repeat(harness):
+    """--repeat 3, Ctrl-C in repeat 2: nothing published, the previous capture intact, the
+    standby already importing for repeat 3 stopped, nothing left running or on disk."""
+    (harness.work / "slow_repeat.py").write_text(SLOW_REPEAT)
+    started = harness.start(
+        "profile", "--run-iket", harness.double, "--clobber", "-o", "cap", "--repeat", "3", "slow_repeat.py"
+    )
+    started.wait_for("repeat 2 started")
+    harness.terminal_signal(started, signal.SIGINT)
+    result = started.finish()
+    harness.check(result, 130, "interrupted by SIGINT")
+    failed = manifest.read(harness.work / "cap.failed")
+    assert failed["status"] == "interrupted"
+    assert "repeat 2 started" in (harness.work / "cap.failed" / "iket.log").read_text()

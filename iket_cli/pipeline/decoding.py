@@ -1,0 +1,51 @@
+"""Decoding inside a capture: each capture folder (repeat 1's, then each repeat's) by the
+worker pool, its progress in the log, its failures as errors the capture reports."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from ..capture.passes import Transcript
+from ..decode import pool
+from ..decode import tasks as decode_tasks
+from ..decode.tasks import DISK_FULL, Outcome
+from ..errors import DecodeError
+
+
+class _LoggedProgress(pool.Progress):
+    """Decode progress as ``[iket]`` lines: in the log, and on the console with -v."""
+
+    def __init__(self, transcript: Transcript) -> None:
+        self.transcript = transcript
+
+    def finished(self, outcome: Outcome) -> None:
+        task = outcome.task
+        verdict = f"failed: {outcome.error}" if outcome.error else f"in {outcome.seconds:.2f} s"
+        verdict = "cancelled" if outcome.cancelled else verdict
+        self.transcript.line(f"[iket] decoded pid {task.pid_hex} {task.export} {verdict}")
+
+
+class Decoded:
+    """Decodes a capture folder (repeat 1's, then each repeat's), adding up the seconds."""
+
+    def __init__(self, transcript: Transcript, formats: list[str], cancel: threading.Event | None) -> None:
+        self.transcript, self.formats, self.cancel = transcript, formats, cancel
+        self.seconds: float | None = None
+
+    def __call__(self, folder: Path) -> None:
+        """Decode every process's raw capture in ``folder`` into the formats, in parallel."""
+        tasks = decode_tasks.plan(folder, self.formats)
+        if not tasks:
+            return  # nothing was captured: _missing_artifacts says so
+        self.transcript.reporter.phase("postprocess")
+        start = time.monotonic()
+        outcomes = pool.run(tasks, progress=_LoggedProgress(self.transcript), cancel=self.cancel)
+        if any(o.errno in DISK_FULL for o in outcomes):
+            raise OSError(DISK_FULL[0], os.strerror(DISK_FULL[0]))  # named as a full disk by _explained
+        errors = list(dict.fromkeys(o.error for o in outcomes if o.error))
+        if errors:
+            raise DecodeError(f"decoding failed: {errors[0]}", phase="postprocess", details=errors[1:])
+        self.seconds = round((self.seconds or 0) + time.monotonic() - start, 3)
