@@ -72,39 +72,78 @@ def run(
     half-written files and raise :class:`~iket_cli.errors.CaptureInterrupted`; the tasks
     stopped that way are reported to ``progress`` as cancelled, not as failed.
     """
-    progress = progress or Progress()
-    workers = _Workers()
-    lock = threading.Lock()
+    with start(tasks, jobs=jobs, progress=progress, cancel=cancel) as decoding:
+        return decoding.wait()
 
-    def one(task: Task) -> Outcome:
-        if workers.cancelled:
+
+def start(
+    tasks: list[Task],
+    *,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> Decoding:
+    """Start every task now and return at once: the caller can do its own work (import what
+    it needs after the decode, say) while the workers run, then :meth:`Decoding.wait`.
+
+    Use it as a context manager: an interrupt anywhere inside (in the caller's own work
+    too) stops the workers as :func:`run` does.
+    """
+    return Decoding(tasks, jobs, progress or Progress(), cancel)
+
+
+class Decoding:
+    """Tasks running in their threads and worker processes (see :func:`start`)."""
+
+    def __init__(
+        self, tasks: list[Task], jobs: int | None, progress: Progress, cancel: threading.Event | None
+    ) -> None:
+        self.tasks, self.progress, self.cancel = tasks, progress, cancel
+        self.workers = _Workers()
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=default_jobs(tasks, jobs))
+        self.futures = [self.pool.submit(self._one, task) for task in tasks]
+
+    def _one(self, task: Task) -> Outcome:
+        if self.workers.cancelled:
             return Outcome(task, 0.0, cancelled=True)
-        with lock:
-            progress.started(task)
+        with self.lock:
+            self.progress.started(task)
         missing = missing_input(task)  # the decoder aborts its process on a truncated file
         if missing:
             outcome = Outcome(task, 0.0, error=missing)
         elif task.raw_bytes <= INLINE_BYTES and export.available():
             outcome = export.decode(task)
         else:
-            outcome = workers.decode(task)
-        with lock:
-            progress.finished(outcome)
+            outcome = self.workers.decode(task)
+        with self.lock:
+            self.progress.finished(outcome)
         return outcome
 
-    pool = ThreadPoolExecutor(max_workers=default_jobs(tasks, jobs))
-    try:
-        with sigterm_as_exception():
-            futures = [pool.submit(one, task) for task in tasks]
-            wait_all(futures, cancel)
-            return [future.result() for future in futures]
-    except (KeyboardInterrupt, Terminated, Cancelled) as signalled:
-        workers.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
-        _remove_partials(tasks)
-        raise CaptureInterrupted.by(signal_of(signalled), " while decoding", phase="postprocess") from None
-    finally:
-        pool.shutdown(wait=True)
+    def wait(self) -> list[Outcome]:
+        """Every task's outcome, once all have ended."""
+        wait_all(self.futures, self.cancel)
+        return [future.result() for future in self.futures]
+
+    def __enter__(self) -> Decoding:
+        self._signals = sigterm_as_exception()
+        self._signals.__enter__()
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        try:
+            if isinstance(error, (KeyboardInterrupt, Terminated, Cancelled)):
+                self.workers.cancel()
+                self.pool.shutdown(wait=True, cancel_futures=True)
+                _remove_partials(self.tasks)
+                raise CaptureInterrupted.by(
+                    signal_of(error), " while decoding", phase="postprocess"
+                ) from None
+            if error is not None:  # a bug in the caller's own work: stop the workers all the same
+                self.workers.cancel()
+        finally:
+            self.pool.shutdown(wait=True)
+            self._signals.__exit__(None, None, None)
 
 
 class _Workers:

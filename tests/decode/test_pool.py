@@ -99,3 +99,25 @@ def test_plan_and_jobs(tmp_path, monkeypatch):
     assert pool.default_jobs(planned[:2], 8) == 2, "no more workers than tasks"
     monkeypatch.setattr(pool, "_mem_available", lambda: 1)
     assert pool.default_jobs(planned, 8) == 1, "memory bounds the workers"
+
+
+def test_an_interrupt_in_the_callers_own_work_stops_the_workers(tmp_path, monkeypatch):
+    """pool.start returns while the workers decode; a Ctrl-C in what the caller does then
+    (iket postprocess imports the report's modules there) stops them as one in wait() would."""
+    import time
+
+    from iket_cli.errors import CaptureInterrupted
+
+    monkeypatch.setattr(pool, "INLINE_BYTES", -1)  # a worker process even for a small capture
+    folder = kept(tmp_path, "multi")
+    planned = tasks.plan(folder, ["json", "perfetto"])
+    with pytest.raises(CaptureInterrupted, match="while decoding"), pool.start(planned, jobs=2) as decoding:
+        deadline = time.monotonic() + 10
+        while not decoding.workers._running and time.monotonic() < deadline:
+            time.sleep(0.005)
+        running = list(decoding.workers._running)
+        assert running, "a worker was started"
+        raise KeyboardInterrupt
+    assert all(proc.poll() is not None for proc in running), "the workers were stopped"
+    assert not [p for t in planned for p in pool.partials(t) if p.exists()], "no half-written file"
+    assert not list(folder.glob("iket_pid_*")), "nothing published"
