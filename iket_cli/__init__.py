@@ -5,6 +5,8 @@ The Python API::
     import iket_cli
     capture = iket_cli.profile("profile_affine.py:workload", output_dir="iket-affine")
     capture.trace_json, capture.perfetto, capture.manifest["processes"]
+    capture.tables()["ranges"].to_pandas()     # with pip install 'iket-cli[sql]'
+    capture.to_duckdb().sql("SELECT name, median(duration_ns) FROM ranges GROUP BY name")
     iket_cli.report.write("iket-affine", "report.html")
 
 Attributes are imported on first use, so ``import iket_cli`` stays cheap. The package is
@@ -21,7 +23,7 @@ from ._version import __version__
 #: The public API: name -> (module, attribute; None for the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {
     "profile": ("pipeline.profile", "profile"),
-    "Capture": ("model.folder", "Capture"),
+    "Capture": ("pipeline.capture", "Capture"),
     "Process": ("model.folder", "Process"),
     "Target": ("capture.targets", "Target"),
     "IketError": ("errors", "IketError"),

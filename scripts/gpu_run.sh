@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|reuse|repeat|repeatbench|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|reuse|repeat|repeatbench|sql|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -82,6 +82,14 @@ if [[ $part == repeat ]]; then  # issue 18: --repeat 5 captures, the rank-test g
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
   tar cJf "$out/gpu-repeat.tar.xz" -C "$keep" --exclude='*.pftrace*' --exclude='*.html' \
     --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
+  exit 0
+fi
+if [[ $part == sql ]]; then  # issue 19, two calls: with .gpu (capture + export), then with .sqlwhl (DuckDB)
+  echo "== capture, export and SQL checks"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_sql.py -v -s -p no:cacheprovider -o addopts="" \
+    > "$keep/gpu_sql.log" 2>&1
+  grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed|skipped|export rows" "$keep/gpu_sql.log" | tail -8
+  cp "$keep/gpu_sql.log" "$out/gpu_sql.log"
   exit 0
 fi
 if [[ $part == repeatbench ]]; then  # issue 18: --repeat 5 against 5 captures; a reused tracker again

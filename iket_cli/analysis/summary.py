@@ -20,6 +20,7 @@ from ..model.folder import Beside, beside, find_traces, manifest_of
 from ..model.names import Namer, demangle, matches
 from ..model.trace import Launch, Trace
 from ..model.vocab import GROUPINGS, ROLES_NAME
+from . import enclosing
 from . import launches as launches_mod
 from . import lint as lint_mod
 from . import spread as spread_mod
@@ -115,81 +116,12 @@ def _group(keys, values, into: dict[int, list]) -> None:
 
 
 def _mark_offsets(launch: Launch, offsets: dict[int, list]) -> None:
-    """Each mark's offset from the start of the innermost range of its warp that holds it,
-    appended to ``offsets[name]`` (an array per launch).
-
-    The innermost holder is the latest-starting range of the mark's warp with
-    ``start <= ts <= end`` (what a stack of open ranges swept in time order leaves on top).
-    Vectorised: ranges sorted by (warp, start, end), each mark's last candidate found by
-    ``searchsorted``, then a binary descent over a sparse table of range ends skips the
-    candidates that ended before the mark, in log2(ranges) numpy steps for all marks.
-    """
-    import numpy as np
-
-    r, m = launch.ranges, launch.markers
-    if not len(m) or not len(r):
-        return
-    r_loc, r_start, r_end = _ints(r.loc), _ints(r.start), _ints(r.end)
-    m_loc, m_ts, m_name = _ints(m.loc), _ints(m.start), _ints(m.name)
-    origin = min(int(r_start.min()), int(m_ts.min()))
-    span = max(int(r_end.max()), int(m_ts.max())) - origin + 1
-    warps = max(int(r_loc.max()), int(m_loc.max())) + 2  # loc -1 (no warp) becomes 0
-    if span * warps >= 2**62 or min(int(r_loc.min()), int(m_loc.min())) < -1:
-        _mark_offsets_swept(launch, offsets)  # keys would overflow int64
-        return
-    order = np.lexsort((r_end, (r_loc + 1) * span + (r_start - origin)))
-    start_key = (r_loc[order] + 1) * span + (r_start[order] - origin)
-    end_key = (r_loc[order] + 1) * span + (r_end[order] - origin)
-    mark_key = (m_loc + 1) * span + (m_ts - origin)
-    position = np.searchsorted(start_key, mark_key, side="right") - 1
-    table = [end_key]  # table[j][i] = max(end_key[i : i + 2**j])
-    while 2 ** len(table) <= len(end_key):
-        half = 2 ** (len(table) - 1)
-        table.append(np.maximum(table[-1][:-half], table[-1][half:]))
-    for level in range(len(table) - 1, -1, -1):
-        width = 2**level
-        block = position - width + 1
-        usable = block >= 0
-        ended = np.zeros(len(position), bool)
-        ended[usable] = table[level][block[usable]] < mark_key[usable]
-        position[ended] -= width
-    held = position >= 0
-    found = np.flatnonzero(held)
-    held_from = m_ts[found] - r_start[order][position[found]]
-    _group(m_name[found], held_from, offsets)
-
-
-def _mark_offsets_swept(launch: Launch, offsets: dict[int, list]) -> None:
-    """The same as :func:`_mark_offsets`, one Python sweep per warp with a stack of open
-    ranges; for traces whose timestamps would overflow the vectorised keys."""
-    import numpy as np
-
-    r, m = launch.ranges, launch.markers
-    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for loc, start, end in zip(r.loc, r.start, r.end, strict=True):
-        spans[loc].append((start, end))
-    marks: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for loc, ts, idx in zip(m.loc, m.start, m.name, strict=True):
-        marks[loc].append((ts, idx))
-    found: dict[int, list[int]] = defaultdict(list)
-    for loc, seen in marks.items():
-        held = spans.get(loc)
-        if not held:
-            continue
-        held.sort()
-        seen.sort()
-        stack: list[tuple[int, int]] = []
-        j, count = 0, len(held)
-        for ts, idx in seen:
-            while j < count and held[j][0] <= ts:
-                stack.append(held[j])
-                j += 1
-            while stack and stack[-1][1] < ts:
-                stack.pop()
-            if stack:
-                found[idx].append(ts - stack[-1][0])
-    for idx, values in found.items():
-        offsets[idx].append(np.asarray(values, dtype=np.int64))
+    """Each mark's offset from the start of the innermost range of its warp that holds it
+    (:func:`~iket_cli.analysis.enclosing.innermost`), appended to ``offsets[name]``."""
+    marks, held = enclosing.innermost(launch)
+    if len(marks):
+        m_ts, m_name = _ints(launch.markers.start), _ints(launch.markers.name)
+        _group(m_name[marks], m_ts[marks] - _ints(launch.ranges.start)[held], offsets)
 
 
 def to_dict(summary: list[KernelSummary]) -> list[dict]:

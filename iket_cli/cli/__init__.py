@@ -44,6 +44,8 @@ COMMANDS = {
     "report": ("report", "Write an offline HTML report: metadata, tables, a timeline."),
     "merge": ("merge", "Build one capture from several (one per node or job)."),
     "lint": ("lint", "Find instrumentation problems in a capture."),
+    "export": ("export", "Write a capture's tables as Parquet or CSV (docs/schema.md)."),
+    "sql": ("sql", "Query captures' tables with SQL (DuckDB)."),
     "doctor": ("doctor", "Check this machine for IKET captures."),
 }
 

@@ -85,7 +85,8 @@ class Capture:
         for repeat in done:
             mine = [p for p in self.manifest["processes"] if p.get("repeat", 1) == repeat["index"]]
             if mine:
-                views.append(Capture(self.output_dir, {**self.manifest, "processes": mine, "repeat": repeat}))
+                record = {**self.manifest, "processes": mine, "repeat": repeat}
+                views.append(type(self)(self.output_dir, record))
         return views
 
     def _only(self, kind: str) -> Path:

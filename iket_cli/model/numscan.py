@@ -29,23 +29,28 @@ class Layout(Exception):
     """The bytes are not in the layout this scanner reads (the caller falls back)."""
 
 
-def launch_columns(data: mmap.mmap | bytes, start: int, end: int) -> dict[str, dict[str, array]] | None:
+def launch_columns(
+    data: mmap.mmap | bytes, start: int, end: int, kinds: tuple[str, ...] = ("markers", "ranges", "warps")
+) -> dict[str, dict[str, array]] | None:
     """Columns of the launch whose body (after ``kernelName``) is ``data[start:end]``.
 
-    Returns ``{"markers": {...}, "ranges": {...}, "warps": {...}}`` with ``array`` columns
-    named as :class:`iket_cli.model.trace.Columns` fields, or ``None`` if the layout differs.
+    Returns ``{"markers": {...}, "ranges": {...}, "warps": {...}}`` (those in ``kinds``: a
+    reader that needs no markers skips their scan) with ``array`` columns named as
+    :class:`iket_cli.model.trace.Columns` fields, or ``None`` if the layout differs.
     """
     regions = _regions(data, start, end)
     if regions is None:
         return None
     (m_from, m_to), (r_from, r_to), (w_from, w_to) = regions
+    scans = {
+        "markers": lambda: _fixed(data, m_from, m_to, b'},{"color":', _MARKER_KEYS),
+        "ranges": lambda: _ranges(data, r_from, r_to),
+        "warps": lambda: _fixed(data, w_from, w_to, b'},{"endTs":', _WARP_KEYS),
+    }
     try:
-        markers = _fixed(data, m_from, m_to, b'},{"color":', _MARKER_KEYS)
-        ranges = _ranges(data, r_from, r_to)
-        warps = _fixed(data, w_from, w_to, b'},{"endTs":', _WARP_KEYS)
+        return {kind: scan() for kind, scan in scans.items() if kind in kinds}
     except (Layout, OverflowError, ValueError):
         return None
-    return {"markers": markers, "ranges": ranges, "warps": warps}
 
 
 # (key before the number, column it fills or None to only check it), in record order.

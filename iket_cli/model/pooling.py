@@ -35,7 +35,7 @@ def pooled(traces: list[Trace]) -> Trace:
             locs.append(places[key])
         loc_map = np.array(locs, np.int64)
         for launch in trace.launches:
-            moved = Launch(launch.kernel, launch.grid, launch.block, launch.grid_id)
+            moved = Launch(launch.kernel, launch.grid, launch.block, launch.grid_id, cluster=launch.cluster)
             moved.ranges = _translated(launch.ranges, names, loc_map)
             moved.markers = _translated(launch.markers, names, loc_map)
             moved.warps = _translated(launch.warps, None, loc_map)

@@ -24,7 +24,7 @@ from .vocab import PUSH_POP
 
 _LAUNCH = re.compile(
     rb'\{"blockDimX":(\d+),"blockDimY":(\d+),"blockDimZ":(\d+),"contextId":\d+,'
-    rb'"enabledCluster":\{[^}]*\},"gridDimX":(\d+),"gridDimY":(\d+),"gridDimZ":(\d+),'
+    rb'"enabledCluster":(\{[^}]*\}),"gridDimX":(\d+),"gridDimY":(\d+),"gridDimZ":(\d+),'
     rb'"gridId":(\d+),"kernelName":("(?:[^"\\]|\\.)*")'
 )
 _TABLES = b'],"locationTable":'
@@ -77,6 +77,8 @@ class Launch:
     ranges: Columns = field(default_factory=Columns)
     markers: Columns = field(default_factory=Columns)
     warps: Columns = field(default_factory=Columns)
+    #: the launch's ``enabledCluster`` (x, y, z): the cluster IKET recorded; None where unknown
+    cluster: tuple[int, int, int] | None = None
 
 
 @dataclass
@@ -92,8 +94,15 @@ class Trace:
         return self.strings[index] if 0 <= index < len(self.strings) else f"#{index}"
 
 
-def load(path: Path) -> Trace:
-    """Load a trace file into the columnar model. Raises ManifestError if it is not one."""
+#: The record kinds of a launch (:class:`Launch`'s columns).
+KINDS = ("markers", "ranges", "warps")
+
+
+def load(path: Path, kinds: tuple[str, ...] = KINDS) -> Trace:
+    """Load a trace file into the columnar model. Raises ManifestError if it is not one.
+
+    ``kinds``: the record kinds to read (the others stay empty; a reader of ranges alone
+    skips the markers' scan). The general ``json.load`` path reads them all."""
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"trace {path} does not exist", hint="give a capture or a *.trace.json")
@@ -102,7 +111,7 @@ def load(path: Path) -> Trace:
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         if data[:18] == b'{"graphLaunches":{' and data.rfind(_TABLES) > 0:
             try:
-                return _checked(_scan(path, data))
+                return _checked(_scan(path, data, kinds))
             except (ValueError, KeyError, TypeError, AttributeError):
                 pass  # another layout or a damaged tail: the general path reads it or names the problem
     return _checked(_from_json(path))
@@ -176,7 +185,7 @@ def _ends_before_start(columns: Columns) -> int | None:
     return int(bad[0]) if len(bad) else None
 
 
-def _scan(path: Path, data) -> Trace:
+def _scan(path: Path, data, kinds: tuple[str, ...] = KINDS) -> Trace:
     tables_at = data.rfind(_TABLES)
     tail = json.loads(b"{" + data[tables_at + 2 :])
     _check_version(path, tail.get("meta"))
@@ -185,14 +194,22 @@ def _scan(path: Path, data) -> Trace:
     for number, head in enumerate(heads):
         end = heads[number + 1].start() if number + 1 < len(heads) else tables_at
         launch = Launch(
-            kernel=json.loads(head[8]),
+            kernel=json.loads(head[9]),
             block=(int(head[1]), int(head[2]), int(head[3])),
-            grid=(int(head[4]), int(head[5]), int(head[6])),
-            grid_id=int(head[7]),
+            grid=(int(head[5]), int(head[6]), int(head[7])),
+            grid_id=int(head[8]),
+            cluster=_cluster(json.loads(head[4])),
         )
-        _fill(launch, data, head.end(), end)
+        _fill(launch, data, head.end(), end, kinds)
         launches.append(launch)
     return Trace(path, launches, tail["stringTable"], tail["locationTable"])
+
+
+def _cluster(value: object) -> tuple[int, int, int] | None:
+    """``{"x": 1, "y": 1, "z": 1}`` as (1, 1, 1); None for anything else."""
+    if isinstance(value, dict) and all(isinstance(value.get(k), int) for k in "xyz"):
+        return (value["x"], value["y"], value["z"])
+    return None
 
 
 def _launch_heads(data, end: int) -> list[re.Match]:
@@ -210,7 +227,7 @@ def _launch_heads(data, end: int) -> list[re.Match]:
     return heads
 
 
-def _fill(launch: Launch, data, start: int, end: int) -> None:
+def _fill(launch: Launch, data, start: int, end: int, kinds: tuple[str, ...] = KINDS) -> None:
     """Fill the launch's columns with numpy's vectorised scan (:mod:`iket_cli.model.numscan`).
 
     Raises ValueError where the bytes are not in the decoder's layout: :func:`load` then
@@ -218,7 +235,7 @@ def _fill(launch: Launch, data, start: int, end: int) -> None:
     """
     from . import numscan
 
-    columns = numscan.launch_columns(data, start, end)
+    columns = numscan.launch_columns(data, start, end, kinds)
     if columns is None:
         raise ValueError("a launch in another layout")
     for kind, named in columns.items():
@@ -250,6 +267,7 @@ def _from_json(path: Path) -> Trace:
                 block=(raw["blockDimX"], raw["blockDimY"], raw["blockDimZ"]),
                 grid=(raw["gridDimX"], raw["gridDimY"], raw["gridDimZ"]),
                 grid_id=raw["gridId"],
+                cluster=_cluster(raw.get("enabledCluster")),
             )
             for r in raw["ranges"]:
                 launch.ranges.end.append(r["endTs"])
@@ -335,7 +353,7 @@ def select(
             continue
         every = set(item.warps.loc) | set(item.ranges.loc) | set(item.markers.loc)
         locs = {index for index in every if wanted_loc(index)}
-        chosen = Launch(item.kernel, item.grid, item.block, item.grid_id)
+        chosen = Launch(item.kernel, item.grid, item.block, item.grid_id, cluster=item.cluster)
         chosen.ranges = _keep(item.ranges, locs, name_index)
         chosen.markers = _keep(item.markers, locs)
         chosen.warps = _keep(item.warps, locs)

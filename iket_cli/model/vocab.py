@@ -77,6 +77,11 @@ DIFF_FORMATS = ("table", "json", "markdown")
 LINT_FORMATS = ("text", "json")
 #: ``iket show --by``.
 GROUPINGS = ("kernel", "launch", "cta", "warp", "sm", "role")
+#: ``iket export`` / ``iket sql``: the tables of a capture (docs/schema.md), the file formats
+#: ``iket export`` writes, and the outputs of ``iket sql``.
+TABLE_NAMES = ("processes", "kernels", "launches", "warps", "ranges", "markers")
+EXPORT_FORMATS = ("parquet", "csv")
+SQL_FORMATS = ("table", "csv", "json", "markdown")
 #: ``iket diff --stat``.
 DIFF_STATS = ("median", "mean", "p90", "total")
 #: Manifest ``mode``: what the capture pass recorded. ``instrumented``: the kernels' events

@@ -34,7 +34,6 @@ from ..decode import export
 from ..errors import CaptureError, CaptureInterrupted, CaptureKilled, CaptureTimeout, IketError
 from ..model import artifacts
 from ..model import manifest as manifest_mod
-from ..model.folder import Capture
 from ..model.vocab import (
     DAG_SUFFIX,
     DUMP_DIR_ENV,
@@ -47,6 +46,7 @@ from ..model.vocab import (
 )
 from . import attempt, repeats, reuse
 from .attempt import Facts
+from .capture import Capture
 from .decoding import Decoded
 
 #: Where a reused or given tracker output is copied inside the attempt's staging folder.

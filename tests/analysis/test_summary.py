@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iket_cli.analysis import summary
+from iket_cli.analysis import enclosing, summary
 from iket_cli.model import trace
 
 from conftest import write_trace
@@ -155,7 +155,17 @@ def flattened(offsets) -> dict[int, list[int]]:
 @settings(max_examples=200, deadline=None)
 @given(overlapping())
 def test_mark_offsets_vectorised_equals_the_sweep_and_brute_force(launch):
-    vectorised, swept = defaultdict(list), defaultdict(list)
+    vectorised = defaultdict(list)
     summary._mark_offsets(launch, vectorised)
-    summary._mark_offsets_swept(launch, swept)
-    assert flattened(vectorised) == flattened(swept) == brute_offsets(launch)
+    swept = held_offsets(launch, enclosing._swept(launch))
+    direct = held_offsets(launch, enclosing.innermost(launch))
+    assert flattened(vectorised) == swept == direct == brute_offsets(launch)
+
+
+def held_offsets(launch, pairs) -> dict[int, list[int]]:
+    """Offsets from the ranges :mod:`iket_cli.analysis.enclosing` says hold each mark."""
+    found = defaultdict(list)
+    for mark, held in zip(*pairs, strict=True):
+        assert launch.ranges.loc[held] == launch.markers.loc[mark], "a range of the mark's warp"
+        found[launch.markers.name[mark]].append(launch.markers.start[mark] - launch.ranges.start[held])
+    return {name: sorted(values) for name, values in found.items()}

@@ -153,6 +153,15 @@ def test_readers_of_a_repeated_capture(work, double, tmp_path):
     assert paths[:2] == ["cap/iket_pid_0x204.trace.json", "cap/repeat-2/iket_pid_0x204.trace.json"]
     assert all((work / "m" / path).is_file() for path in paths)
     assert run_iket("show", "m", cwd=work).code == 0
+    sql = run_iket(
+        "sql",
+        "cap",
+        "SELECT repeat, count(*) AS n FROM processes GROUP BY ALL ORDER BY 1",
+        "--format",
+        "csv",
+        cwd=work,
+    )
+    assert sql.code == 0 and sql.stdout.splitlines() == ["repeat,n", "1,1", "2,1"], sql
     captured = Capture.load(work / "cap")
     assert [view.manifest["repeat"]["index"] for view in captured.repeats] == [1, 2]
     assert captured.repeats[1].trace_json == work / "cap" / "repeat-2" / "iket_pid_0x204.trace.json"

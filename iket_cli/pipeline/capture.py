@@ -1,0 +1,25 @@
+"""The public :class:`Capture`: a capture directory as :mod:`iket_cli.model.folder` reads it,
+and its tables for a notebook (``iket_cli.Capture.load(DIR).tables()``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis import sql
+from ..analysis import tables as tables_mod
+from ..model import folder
+
+
+class Capture(folder.Capture):
+    """A published capture directory and its manifest (what :func:`iket_cli.profile`
+    returns), with its tables as Arrow and DuckDB see them (docs/schema.md)."""
+
+    def tables(self) -> dict[str, Any]:
+        """The six tables (processes, kernels, launches, warps, ranges, markers) as
+        ``pyarrow.Table``; ``.to_pandas()`` on one gives a dataframe. Needs the ``sql`` extra."""
+        return tables_mod.build(self.output_dir)
+
+    def to_duckdb(self):
+        """An in-memory DuckDB connection with the tables registered under their names:
+        ``capture.to_duckdb().sql("SELECT ...").df()``. Needs the ``sql`` extra."""
+        return sql.connect(self.tables())

@@ -1,0 +1,68 @@
+"""``iket sql``'s result (an Arrow table) as a terminal table, CSV, JSON or markdown."""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+from ..model.units import duration
+from .tables import markdown_text
+
+#: Rows a terminal table shows before it says how many it left out (CSV and JSON: all).
+TABLE_ROWS = 200
+
+
+def render(result, fmt: str, out: IO[str]) -> None:
+    rows = result.to_pylist()
+    columns = result.column_names
+    if fmt == "json":
+        out.write(json.dumps({"columns": columns, "rows": rows}, default=str) + "\n")
+    elif fmt == "csv":
+        import csv
+
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[_plain(row[c]) for c in columns] for row in rows])
+    elif fmt == "markdown":
+        out.write("| " + " | ".join(columns) + " |\n|" + " --- |" * len(columns) + "\n")
+        for row in rows:
+            out.write("| " + " | ".join(markdown_text(_plain(row[c])) for c in columns) + " |\n")
+    else:
+        _table(rows, columns, out)
+
+
+def _plain(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _table(rows: list[dict], columns: list[str], out: IO[str]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows):,} row(s)", title_justify="left")
+    for column in columns:
+        table.add_column(escape(column), justify="right" if _numeric(rows, column) else "left")
+    for row in rows[:TABLE_ROWS]:
+        table.add_row(*(escape(_cell(column, row[column])) for column in columns))
+    console = Console(file=out, width=max(120, 14 * len(columns)))
+    console.print(table)
+    if len(rows) > TABLE_ROWS:
+        console.print(f"(first {TABLE_ROWS} rows shown: --format csv or json gives all {len(rows):,})")
+
+
+def _numeric(rows: list[dict], column: str) -> bool:
+    return any(
+        isinstance(row[column], (int, float)) and not isinstance(row[column], bool) for row in rows[:50]
+    )
+
+
+def _cell(column: str, value: Any) -> str:
+    """A value as text; nanosecond columns (``*_ns``) also in readable units."""
+    if value is None:
+        return "-"
+    if column.endswith("_ns") and isinstance(value, (int, float)):
+        return f"{value:,.0f} ({duration(value)})"
+    if isinstance(value, float):
+        return f"{value:,.3f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)

@@ -1,0 +1,167 @@
+"""``iket export`` and ``iket sql`` through the real CLI, the Python API's tables, and what a
+machine without the ``sql`` extra is told."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, kept, run_iket
+
+pytest.importorskip("duckdb")
+
+
+def test_export_parquet_and_csv(tmp_path):
+    import pyarrow.parquet as pq
+
+    done = run_iket("export", FIXTURES / "multi", "-o", tmp_path / "t", cwd=tmp_path)
+    assert done.code == 0, done
+    names = sorted(p.name for p in (tmp_path / "t").iterdir())
+    assert names == sorted(
+        f"{t}.parquet" for t in ("processes", "kernels", "launches", "warps", "ranges", "markers")
+    )
+    assert pq.read_table(tmp_path / "t" / "ranges.parquet").num_rows == 208
+    assert pq.read_table(tmp_path / "t" / "markers.parquet").num_rows == 192
+    done = run_iket("export", FIXTURES / "multi", "-o", tmp_path / "c", "--format", "csv", cwd=tmp_path)
+    assert done.code == 0, done
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "c" / "markers.csv").read_text())))
+    assert len(rows) == 192 and rows[0]["range_name"] == "step" and rows[0]["name"] == "stepped"
+    assert not list((tmp_path / "c").glob(".*.tmp")), "no temporary file left"
+
+
+def test_sql_answers_a_question_and_lists_the_schema(tmp_path):
+    query = "SELECT name, count(*) AS n, median(duration_ns) AS p50 FROM ranges GROUP BY name ORDER BY name"
+    done = run_iket("sql", FIXTURES / "multi", query, "--format", "json", cwd=tmp_path)
+    assert done.code == 0, done
+    result = json.loads(done.stdout)
+    assert result["columns"] == ["name", "n", "p50"]
+    assert [(r["name"], r["n"]) for r in result["rows"]] == [("copy", 16), ("step", 192)]
+    table = run_iket("sql", FIXTURES / "multi", query, cwd=tmp_path)
+    assert table.code == 0 and "2 row(s)" in table.stdout and "step" in table.stdout
+    schema = run_iket("sql", FIXTURES / "multi", "--schema", cwd=tmp_path)
+    assert schema.code == 0 and "ranges (208 rows)" in schema.stdout and "duration_ns" in schema.stdout
+
+
+def test_two_captures_in_one_query(tmp_path):
+    query = "SELECT capture, count(*) AS n, min(duration_ns) AS shortest FROM ranges GROUP BY ALL ORDER BY 1"
+    done = run_iket(
+        "sql",
+        f"base={FIXTURES / 'affine'}",
+        f"new={FIXTURES / 'spawn'}",
+        query,
+        "--format",
+        "csv",
+        cwd=tmp_path,
+    )
+    assert done.code == 0, done
+    assert done.stdout.splitlines() == ["capture,n,shortest", "base,1,224", "new,2,192"]
+
+
+def test_mark_offsets_by_join_equal_show(tmp_path):
+    join = (
+        "SELECT m.name, m.ts - r.start_ts AS held_for FROM markers m JOIN ranges r ON m.range_id = r.id "
+        "ORDER BY held_for"
+    )
+    done = run_iket("sql", FIXTURES / "multi", join, "--format", "json", cwd=tmp_path)
+    assert done.code == 0, done
+    offsets = [row["held_for"] for row in json.loads(done.stdout)["rows"]]
+    shown = json.loads(run_iket("show", FIXTURES / "multi", "--format", "json", cwd=tmp_path).stdout)
+    (mark,) = shown["processes"][0]["kernels"][0]["markers"]
+    stats = mark["offset_from_range"]
+    assert len(offsets) == stats["count"] == 192
+    assert (offsets[0], offsets[-1]) == (stats["min"], stats["max"])
+    assert offsets[(len(offsets) + 1) // 2 - 1] == stats["p50"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["SELEC nothing"], "the query failed: Parser Error"),
+        (["SELECT * FROM nothing"], "the query failed: Catalog Error"),
+        ([], "give a capture and a query"),
+    ],
+)
+def test_bad_queries_are_one_line(tmp_path, args, message):
+    done = run_iket("sql", FIXTURES / "multi", *args, cwd=tmp_path)
+    assert done.code == 2 and message in done.stderr and "Traceback" not in done.stderr, done
+
+
+def test_missing_capture_is_named(tmp_path):
+    done = run_iket("sql", tmp_path / "nope", "SELECT 1", cwd=tmp_path)
+    assert done.code == 2 and "does not exist" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("missing", ["pyarrow", "duckdb"])
+def test_without_the_sql_extra_the_commands_say_what_to_install(tmp_path, missing):
+    blocked = tmp_path / "blocked"
+    (blocked / missing).mkdir(parents=True)
+    (blocked / missing / "__init__.py").write_text(f"raise ImportError('no {missing} here')\n")
+    env = {"PYTHONPATH": str(blocked)}
+    done = run_iket("sql", FIXTURES / "affine", "SELECT 1", cwd=tmp_path, env=env)
+    assert done.code == 2 and "pip install 'iket-cli[sql]'" in done.stderr, done
+    assert f"{missing}, which is not installed" in done.stderr and "Traceback" not in done.stderr
+    if missing == "pyarrow":
+        exported = run_iket("export", FIXTURES / "affine", "-o", tmp_path / "t", cwd=tmp_path, env=env)
+        assert exported.code == 2 and "pip install 'iket-cli[sql]'" in exported.stderr, exported
+    assert run_iket("--help", cwd=tmp_path, env=env).code == 0, "the CLI itself does not need it"
+
+
+def test_python_api_tables_and_duckdb(tmp_path):
+    import iket_cli
+
+    folder = kept(tmp_path, "multi")
+    assert run_iket("postprocess", folder, "--format", "json", cwd=tmp_path).code == 0
+    capture = iket_cli.Capture.load(folder)
+    tables = capture.tables()
+    assert tables["ranges"].num_rows == 208 and tables["warps"].num_rows == 64
+    frame = tables["launches"].to_pandas() if _has("pandas") else None
+    assert frame is None or len(frame) == 4
+    connection = capture.to_duckdb()
+    ((count,),) = connection.sql("SELECT count(*) FROM markers WHERE range_name = 'step'").fetchall()
+    assert count == 192
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def test_the_cli_start_up_imports_neither(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, runpy\nsys.argv = ['iket', '--help']\n"
+        "try:\n    runpy.run_module('iket_cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'duckdb', 'numpy')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_csv_export_of_an_empty_table(tmp_path):
+    """A warp trace has no ranges or markers: those tables are written, with no row."""
+    done = run_iket("export", FIXTURES / "warp_multi", "-o", tmp_path / "w", "--format", "csv", cwd=tmp_path)
+    assert done.code == 0, done
+    assert (tmp_path / "w" / "ranges.csv").read_text().count("\n") == 1, "a header, no row"
+    assert Path(tmp_path / "w" / "warps.csv").read_text().count("\n") == 169, "a header, a row per warp"
+
+
+def test_sql_reads_exported_tables_as_a_capture(tmp_path):
+    """After iket export, iket sql reads the Parquet files instead of the traces, and names
+    them like any capture."""
+    assert run_iket("export", FIXTURES / "multi", "-o", tmp_path / "t", cwd=tmp_path).code == 0
+    query = "SELECT capture, count(*) AS n, sum(duration_ns) AS total FROM ranges GROUP BY ALL ORDER BY 1"
+    done = run_iket(
+        "sql", f"a={tmp_path / 't'}", f"b={FIXTURES / 'multi'}", query, "--format", "csv", cwd=tmp_path
+    )
+    assert done.code == 0, done
+    _header, first, second = done.stdout.splitlines()
+    assert (
+        first.split(",")[1:] == second.split(",")[1:] and first.startswith("a,") and second.startswith("b,")
+    )
