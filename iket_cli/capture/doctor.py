@@ -159,6 +159,7 @@ def checks(env: dict[str, str] | None = None) -> list[Check]:
     found.append(_cute(*probes["cute"].result()))
     found.append(_cute_variables(env))
     found.append(_tracker_cache(env))
+    found.append(_sql())
     return found
 
 
@@ -251,6 +252,28 @@ def _tracker_cache(env: dict[str, str]) -> Check:
     size = sum(f.stat().st_size for e in entries for f in e.rglob("*") if f.is_file())
     detail = f"{root}: {len(entries)} tracker pass(es), {size / 1e6:.1f} MB (--tracker fresh skips it)"
     return Check("tracker cache", True, detail, required=False)
+
+
+def _sql() -> Check:
+    """Whether iket export and iket sql can run here (the optional ``sql`` extra), from the
+    installed distributions' metadata: nothing is imported."""
+    from importlib import metadata
+
+    found, missing = [], []
+    for name in ("pyarrow", "duckdb"):
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        return Check(
+            "iket sql / export", False, f"{', '.join(missing)} not installed", SQL_FIX, required=False
+        )
+    return Check("iket sql / export", True, ", ".join(found), required=False)
+
+
+#: What makes iket export and iket sql work.
+SQL_FIX = "pip install 'iket-cli[sql]' for iket export and iket sql"
 
 
 def healthy(results: list[Check]) -> bool:

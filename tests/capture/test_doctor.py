@@ -17,6 +17,7 @@ def test_checks_in_process_name_every_part_and_leak_nothing(monkeypatch):
         "CuTe DSL",
         "CuTe DSL variables",
         "tracker cache",
+        "iket sql / export",
     ], "no decoder check without run-iket"
     assert not doctor.healthy(results)
 
@@ -47,3 +48,21 @@ def test_the_tracker_cache_is_reported(tmp_path):
     (tmp_path / "trackers" / ("0" * 24) / "pid_0x1" / "tracker.json").write_text("x" * 1000)
     (check,) = [c for c in doctor.checks({"IKET_CACHE_DIR": str(tmp_path)}) if c.name == "tracker cache"]
     assert check.ok and "1 tracker pass(es)" in check.detail and str(tmp_path) in check.detail
+
+
+def test_the_sql_extra_is_reported(monkeypatch):
+    from importlib import metadata
+
+    (check,) = [c for c in doctor.checks() if c.name == "iket sql / export"]
+    assert check.ok and "pyarrow" in check.detail and "duckdb" in check.detail, "the test extra has both"
+    real = metadata.version
+
+    def without_duckdb(name):
+        if name == "duckdb":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", without_duckdb)
+    missing = doctor._sql()
+    assert not missing.ok and not missing.required and "duckdb not installed" in missing.detail
+    assert "pip install 'iket-cli[sql]'" in missing.fix
