@@ -166,7 +166,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
     console = Console(file=out, width=max(160, longest + 150))  # whole names: never cut
     flagged = marks = False
     for process in processes:
-        if process.get("repeats") and process["kernels"]:
+        if process.get("repeats") and (process["kernels"] or process.get("launches")):
             console.print(escape(repeats_line(process)), highlight=False)
         for kernel in process["kernels"]:
             spread = any(row.spread is not None for row in kernel.ranges)

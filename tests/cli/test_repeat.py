@@ -183,3 +183,20 @@ def test_repeat_in_a_job_and_bad_values(work, double):
     assert bad.code == 2 and "jobs[0].repeat: should be 1 or more, not 0" in bad.stderr, bad
     flag = run_iket("profile", "--repeat", "0", "w.py:workload", cwd=work, env=env)
     assert flag.code == 2 and "Traceback" not in flag.stderr
+
+
+def test_warp_trace_repeats_each_run_alone(work, double):
+    """--warp-trace has no tracker pass: each repeat is a warp-trace run of its own; show
+    pools the launches, and diff judges the launch spans by the repeats."""
+    env = {"IKET_DOUBLE_WARP_CAPTURE": str(FIXTURES / "warp_multi")}
+    for out in ("w1", "w2"):
+        done, runs = capture(double, work, out, "--warp-trace", "--repeat", "3", env=env)
+        assert done.code == 0 and runs == 3, done
+    record = manifest.read(work / "w1")
+    assert record["tracker"]["mode"] == "none" and [r["status"] for r in record["repeats"]] == ["ok"] * 3
+    shown = run_iket("show", "w1", cwd=work)
+    assert "3 repeats pooled (1, 2, 3)" in shown.stdout and "81 launch(es)" in shown.stdout
+    diffed = run_iket("diff", "w1", "w2", "--fail-over", "5%", "--format", "json", cwd=work)
+    assert diffed.code == 0, diffed
+    spans = [c for c in json.loads(diffed.stdout)["changes"] if c["range"] == "launch span"]
+    assert spans and all(c["repeats"] == [3, 3] for c in spans)
