@@ -166,7 +166,7 @@ def summarize_capture(
     others = [u["kernel"] for *_, found in loaded for u in _untraced(found)]
     namer = Namer([*symbols, *others])
     record = manifest_of(location)
-    if spread_mod.repeated(record):
+    if spread_mod.repeated(record) and by != "launch":  # launch N is a launch of one repeat
         result = _summarize_repeats(loaded, record, by=by, top=top, roles=roles, namer=namer, filters=filters)
     else:
         result = []

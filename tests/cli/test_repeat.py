@@ -83,6 +83,8 @@ def test_show_pools_the_repeats_and_gives_the_spread(work, double):
     assert row["spread"] == {"medians": [one["p50"]] * 3, "min": one["p50"], "max": one["p50"], "cv": 0.0}
     table = run_iket("show", "cap", cwd=work)
     assert "3 repeats pooled (1, 2, 3)" in table.stdout and "p50 per repeat" in table.stdout
+    by_launch = run_iket("show", "cap", "--by", "launch", cwd=work).stdout
+    assert "(repeat 3) · launch 0" in by_launch, "launch N is one repeat's launch: listed apart"
     csv = run_iket("show", "cap", "--format", "csv", cwd=work).stdout.splitlines()
     assert csv[0].endswith("repeats,repeat_p50_min_ns,repeat_p50_max_ns,repeat_p50_cv")
     assert csv[1].endswith(f",3,{one['p50']},{one['p50']},0.0")
