@@ -79,3 +79,32 @@ def test_merge_remaps_tables_of_later_parts(tmp_path):
     assert later["ranges"] == [{"rangeNameIdx": 1, "warpLocIdxs": [1, 2]}]
     assert later["warpLifetimes"] == [{"locIdx": 1}]
     assert merged["launches"][0] == json.loads(first)["launches"][0]
+
+
+def test_the_vectorised_remap_equals_the_one_match_at_a_time_rewrite():
+    """Random bodies in the export's layout, random table maps (numbers that keep, gain or
+    lose digits): the numpy rewrite gives the regular expression's bytes exactly."""
+    import random
+
+    rng = random.Random(22)
+    for _ in range(200):
+        n, m = rng.randint(1, 30), rng.randint(1, 300)
+        names = rng.sample(range(n * rng.randint(1, 40)), n)
+        locs = rng.sample(range(m * rng.randint(1, 40)), m)
+        records = []
+        for _ in range(rng.randint(0, 120)):
+            pick = rng.random()
+            if pick < 0.3:
+                records.append(b'{"rangeNameIdx":%d,"rangeType":2}' % rng.randrange(len(names)))
+            elif pick < 0.5:
+                records.append(
+                    b'{"locIdx":%d,"markerNameIdx":%d}'
+                    % (rng.randrange(len(locs)), rng.randrange(len(names)))
+                )
+            elif pick < 0.8:
+                entries = b",".join(b"%d" % rng.randrange(len(locs)) for _ in range(rng.randint(0, 3)))
+                records.append(b'{"startTs":1796,"warpLocIdxs":[' + entries + b"]}")
+            else:
+                records.append(b'{"gridId":12,"kernelName":"k_Idx"}')
+        body = b",".join(records)
+        assert splitjson.remapped(body, names, locs) == splitjson._remap_slowly(body, names, locs)
