@@ -202,3 +202,21 @@ def test_warp_trace_repeats_each_run_alone(work, double):
     assert diffed.code == 0, diffed
     spans = [c for c in json.loads(diffed.stdout)["changes"] if c["range"] == "launch span"]
     assert spans and all(c["repeats"] == [3, 3] for c in spans)
+
+
+def test_a_partial_job_is_still_gated(work, double):
+    """iket run --baseline gates a job whose repeats partly failed on the repeats it has."""
+    config = f'run_iket = "{double}"\ntracker = "fresh"\nrepeat = 3\n'
+    config += '[[jobs]]\nname = "w"\ntarget = "w.py:workload"\n'
+    (work / "iket.toml").write_text(config)
+    env = {**replay("affine"), "IKET_CACHE_DIR": str(work / "c")}
+    assert run_iket("run", "--output", "base", cwd=work, env={**env, "PASSES": str(work / "p1")}).code == 0
+    for trace in (work / "base" / "w").rglob("*.trace.json"):  # the baseline made much faster
+        data = json.loads(trace.read_text())
+        (only,) = data["launches"][0]["ranges"]
+        only["endTs"] = only["startTs"] + 32
+        trace.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")))
+    new = {**env, "PASSES": str(work / "p2"), "FAIL_RUN": "3"}  # repeat 2 of the new run fails
+    gated = run_iket("run", "--output", "new", "--baseline", "base", "--fail-over", "5%", cwd=work, env=new)
+    assert manifest.read(work / "new" / "w")["status"] == "partial"
+    assert gated.code == 1 and "not enough repeats to decide" in gated.stderr, gated
