@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..model.artifacts import launch_counts
+from ..model.names import Namer
 from ..model.vocab import RAW_DIR, RAW_MANIFEST, TRACKER_DIR, TRACKER_JSON
 
 
@@ -27,10 +28,12 @@ def check(capture_dir: Path) -> list[str]:
         problems.append(
             f"the tracker pass had {tracked_procs} CUDA process(es), the capture pass {captured_procs}"
         )
-    for key in sorted(set(tracked) | set(captured)):
+    keys = sorted(set(tracked) | set(captured))
+    namer = Namer(key[0] for key in keys)  # readable names, told apart where they collide
+    for key in keys:
         if tracked[key] != captured[key]:
             problems.append(
-                f"{key[0]}: {tracked[key]} launch(es) in the tracker pass, "
+                f"{namer(key[0])}: {tracked[key]} launch(es) in the tracker pass, "
                 f"{captured[key]} in the capture pass"
             )
     return problems
