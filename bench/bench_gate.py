@@ -35,8 +35,8 @@ from iket_cli.model import manifest  # noqa: E402
 
 def singles(location: Path) -> list[dict]:
     """Each counted repeat's instances, by (kernel, range)."""
-    record = manifest.read(location)
-    return [diff.instances(location, r["index"]) for r in record["repeats"] if r["status"] == "ok"]
+    record, found = manifest.read(location), diff.by_repeat(location)  # each trace read once
+    return [found[r["index"]] for r in record["repeats"] if r["status"] == "ok"]
 
 
 def figures(unchanged: list[Path], slower: Path, thresholds: list[float], splits: int) -> dict:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..model import trace as trace_mod
-from ..model.folder import beside, find_traces, manifest_of
+from ..model.folder import find_traces, manifest_of
 from ..model.names import Namer, short
 from ..model.vocab import DIFF_STATS, TIMER_STEP_NS
 from . import gate, launches, spread
@@ -62,35 +62,63 @@ class Change:
     undecided: bool = False
 
 
+#: Durations by (kernel, range name), per repeat (1 for a capture made once).
+ByRepeat = dict[int, dict[tuple[str, str], list[int]]]
+
+
 def instances(location: Path, repeat: int | None = None) -> dict[tuple[str, str], list[int]]:
     """Every range duration of a capture, by (kernel, range name), pooled over processes
     (of one repeat, where ``repeat`` is given)."""
-    pooled: dict[tuple[str, str], list[int]] = defaultdict(list)
+    found = by_repeat(location)
+    return found.get(repeat, {}) if repeat is not None else _pooled(found)
+
+
+def by_repeat(location: Path) -> ByRepeat:
+    """Every range duration (and launch span) of a capture, by (kernel, range name), pooled
+    over processes, per repeat: each trace read once, its repeat taken from the manifest."""
+    record = manifest_of(location) or {}
+    folder = location if Path(location).is_dir() else Path(location).parent
+    repeat_of = {
+        str(folder / p["artifacts"]["trace_json"]["path"]): p.get("repeat") or 1
+        for p in record.get("processes", [])
+        if "trace_json" in p["artifacts"]
+    }
+    found: ByRepeat = defaultdict(lambda: defaultdict(list))
     for _, path in find_traces(location):
-        if repeat is not None and (beside(path).process or {}).get("repeat", 1) != repeat:
-            continue
+        into = found[repeat_of.get(str(path), 1)]
         loaded = trace_mod.load(path)
         for launch in loaded.launches:
             r = launch.ranges
             for idx, start, end in zip(r.name, r.start, r.end, strict=True):
-                pooled[(launch.kernel, loaded.name(idx))].append(end - start)
+                into[(launch.kernel, loaded.name(idx))].append(end - start)
         for kernel, span in launches.spans(loaded):
-            pooled[(kernel, launches.SPAN_ROW)].append(span)
+            into[(kernel, launches.SPAN_ROW)].append(span)
+    return found
+
+
+def _pooled(found: ByRepeat) -> dict[tuple[str, str], list[int]]:
+    pooled: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for durations in found.values():
+        for key, values in durations.items():
+            pooled[key] += values
     return pooled
 
 
-def per_repeat(location: Path, stat: str) -> dict[tuple[str, str], list[float]] | None:
+def per_repeat(
+    location: Path, stat: str, found: ByRepeat | None = None
+) -> dict[tuple[str, str], list[float]] | None:
     """The statistic of each (kernel, range) in each counted repeat of a repeated capture;
-    None for a capture made once."""
+    None for a capture made once. ``found``: :func:`by_repeat` of it, where already read."""
     record = manifest_of(location)
     if not spread.repeated(record):
         return None
-    found: dict[tuple[str, str], list[float]] = defaultdict(list)
+    found = by_repeat(location) if found is None else found
+    result: dict[tuple[str, str], list[float]] = defaultdict(list)
     for repeat in record["repeats"]:
         if repeat["status"] in spread.COUNTED:
-            for key, values in instances(location, repeat["index"]).items():
-                found[key].append(statistic(values, stat))
-    return found
+            for key, values in found.get(repeat["index"], {}).items():
+                result[key].append(statistic(values, stat))
+    return result
 
 
 def statistic(values: list[int], stat: str) -> float:
@@ -151,8 +179,9 @@ def compare(base: Path, new: Path, *, stat: str = "median", fail_over: str | Non
     if stat not in DIFF_STATS:
         raise UsageError(f"unknown --stat {stat!r}", hint=f"use one of {', '.join(DIFF_STATS)}")
     rules = parse_thresholds(fail_over)
-    before, after = instances(base), instances(new)
-    repeated = per_repeat(base, stat), per_repeat(new, stat)
+    read = by_repeat(base), by_repeat(new)  # each trace loaded once per side
+    before, after = _pooled(read[0]), _pooled(read[1])
+    repeated = per_repeat(base, stat, read[0]), per_repeat(new, stat, read[1])
     keys = [*before, *[k for k in after if k not in before]]
     namer = Namer(kernel for kernel, _ in keys)
     changes = []

@@ -11,7 +11,6 @@ in the manifest are left out, and said to be.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +18,9 @@ from typing import Any
 
 from ..model import pooling
 from ..model import trace as trace_mod
-from ..model.folder import Beside
+from ..model.folder import Beside, process_label
 from ..model.trace import Trace
+from .stats import stats
 
 #: Repeat statuses whose samples count (pipeline.repeats: ok, drifted, failed).
 COUNTED = ("ok",)
@@ -80,8 +80,8 @@ def slots(loaded: list[tuple[str, Path, Trace, Beside]], record: dict[str, Any])
         place = seen.get(repeat, 0)
         seen[repeat] = place + 1
         key = (process.get("folder"), place)
-        if key not in found:
-            found[key] = Slot(label.split(" (repeat")[0], path, context)
+        if key not in found:  # labelled as its process, without the repeat
+            found[key] = Slot(process_label({**process, "repeat": None}) if process else label, path, context)
         found[key].traces.append(trace)
         found[key].repeats.append(repeat)
     return list(found.values())
@@ -105,9 +105,7 @@ def spreads(traces: list[Trace]) -> dict[tuple[str, str], Spread]:
                 key = (launch.kernel, trace.name(int(index)))
                 durations.setdefault(key, []).append(took[names == index])
         for key, parts in durations.items():
-            values = np.sort(np.concatenate(parts))
-            rank = min(len(values) - 1, max(0, math.ceil(0.5 * len(values)) - 1))  # as stats.p50
-            medians.setdefault(key, []).append(int(values[rank]))
+            medians.setdefault(key, []).append(stats(np.concatenate(parts)).p50)  # as iket show's
     return {key: Spread.of(values) for key, values in medians.items()}
 
 

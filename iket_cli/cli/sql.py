@@ -48,8 +48,9 @@ def _split(words: list[str], schema: bool) -> tuple[list[tuple[str, Path]], str]
     captures = []
     for word in words:
         name, sep, where = word.partition("=")
-        path = Path(where if sep and not Path(word).exists() else word)
-        if not path.exists():
-            raise UsageError(f"{path} does not exist", hint="give capture directories, then the query last")
-        captures.append((name if sep and not Path(word).exists() else "", path))
+        if not sep or Path(word).exists():  # a path that holds "=" is a path
+            name, where = "", word
+        if not Path(where).exists():
+            raise UsageError(f"{where} does not exist", hint="give capture directories, then the query last")
+        captures.append((name, Path(where)))
     return captures, query

@@ -17,7 +17,6 @@ the later parts' launches (``rangeNameIdx``, ``markerNameIdx``, ``locIdx``,
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 #: Huge strings are written in slices, so a 907 MB JSON export is never held twice.
@@ -25,7 +24,6 @@ WRITE_SLICE = 1 << 26
 
 _LAUNCHES = b'"launches":['
 _TABLES = b'],"locationTable":'
-_INDEX = re.compile(rb'"(rangeNameIdx|markerNameIdx|locIdx)":(\d+)|"warpLocIdxs":\[([\d,]*)\]')
 
 
 def part_manifests(raw: Path) -> list[Path] | None:
@@ -124,24 +122,6 @@ def _remap(body: bytes, names: list[int], locs: list[int]) -> bytes | bytearray:
     if names == list(range(len(names))) and locs == list(range(len(locs))):
         return body
     return remapped(body, names, locs)
-
-
-def _remap_slowly(body: bytes, names: list[int], locs: list[int]) -> bytes:
-    """The same as :func:`remapped`, one regular-expression match at a time (the reference
-    the tests hold it to; 5 s for keep256's second launch where :func:`remapped` takes a
-    fraction of that)."""
-    name_bytes = [b"%d" % v for v in names]
-    loc_bytes = [b"%d" % v for v in locs]
-
-    def one(m: re.Match) -> bytes:
-        key = m[1]
-        if key is not None:
-            table = loc_bytes if key == b"locIdx" else name_bytes
-            return b'"' + key + b'":' + table[int(m[2])]
-        inner = b",".join(loc_bytes[int(i)] for i in m[3].split(b",") if i)
-        return b'"warpLocIdxs":[' + inner + b"]"
-
-    return _INDEX.sub(one, body)
 
 
 #: The bytes that end each index key: ``Idx":`` (rangeNameIdx, markerNameIdx: the byte before

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis import sql
-from ..analysis import tables as tables_mod
 from ..model import folder
 
 
@@ -17,9 +15,13 @@ class Capture(folder.Capture):
     def tables(self) -> dict[str, Any]:
         """The six tables (processes, kernels, launches, warps, ranges, markers) as
         ``pyarrow.Table``; ``.to_pandas()`` on one gives a dataframe. Needs the ``sql`` extra."""
-        return tables_mod.build(self.output_dir)
+        from ..analysis import tables  # not on iket profile's way: only a reader of tables needs it
+
+        return tables.build(self.output_dir)
 
     def to_duckdb(self):
         """An in-memory DuckDB connection with the tables registered under their names:
         ``capture.to_duckdb().sql("SELECT ...").df()``. Needs the ``sql`` extra."""
+        from ..analysis import sql
+
         return sql.connect(self.tables())

@@ -206,14 +206,13 @@ def _capture(
     finally:
         if ahead is not None:
             ahead.close()
-    if published.manifest["status"] == "partial":
+    if published.manifest["status"] == "partial" and plan.options.strict:
         failed = [r for r in published.manifest["repeats"] if r["status"] == repeats.FAILED]
-        if plan.options.strict:
-            raise CaptureError(
-                f"{len(failed)} of {plan.options.repeat} repeats failed: {failed[0]['error']}",
-                phase="capture",
-                hint=f"the other repeats are in {published.output_dir} (status partial); the log says more",
-            )
+        raise CaptureError(
+            f"{len(failed)} of {plan.options.repeat} repeats failed: {failed[0]['error']}",
+            phase="capture",
+            hint=f"the other repeats are in {published.output_dir} (status partial); the log says more",
+        )
     if facts.drift:
         reporter.warn(f"the passes differ, the capture is suspect: {facts.drift[0]}", runiket.DRIFT_HINT)
         if plan.options.strict:

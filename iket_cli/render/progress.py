@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from typing import IO, Any
 
 from ..capture.events import Reporter
@@ -185,10 +186,7 @@ def repeat_line(record: dict[str, Any]) -> str:
     if len(done) < 2:
         return ""
     seconds = ", ".join("-" if r["capture_s"] is None else f"{r['capture_s']:.2f}" for r in done)
-    counts: dict[str, int] = {}
-    for r in done:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    verdict = ", ".join(f"{n} {status}" for status, n in counts.items())
+    verdict = ", ".join(f"{n} {status}" for status, n in Counter(r["status"] for r in done).items())
     return f"{len(done)} repeats (capture pass {seconds} s): {verdict}; iket show pools them"
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -202,11 +203,8 @@ def _meta(record: dict[str, Any] | None) -> dict[str, Any]:
 
 def _repeats(record: dict[str, Any]) -> str:
     """``5 (ok 4, drifted 1)``: the repeats of a repeated capture, by status."""
-    done = record["repeats"]
-    counts: dict[str, int] = {}
-    for repeat in done:
-        counts[repeat["status"]] = counts.get(repeat["status"], 0) + 1
-    return f"{len(done)} ({', '.join(f'{status} {n}' for status, n in counts.items())})"
+    counts = Counter(repeat["status"] for repeat in record["repeats"])
+    return f"{len(record['repeats'])} ({', '.join(f'{status} {n}' for status, n in counts.items())})"
 
 
 def _stats(

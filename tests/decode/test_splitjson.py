@@ -1,6 +1,7 @@
 """The JSON export by launches, merged, against the whole export run-iket wrote on the H200."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -107,4 +108,24 @@ def test_the_vectorised_remap_equals_the_one_match_at_a_time_rewrite():
             else:
                 records.append(b'{"gridId":12,"kernelName":"k_Idx"}')
         body = b",".join(records)
-        assert splitjson.remapped(body, names, locs) == splitjson._remap_slowly(body, names, locs)
+        assert splitjson.remapped(body, names, locs) == remap_slowly(body, names, locs)
+
+
+#: The rewrite the merge did before it was numpy's: one regular-expression match at a time.
+_INDEX = re.compile(rb'"(rangeNameIdx|markerNameIdx|locIdx)":(\d+)|"warpLocIdxs":\[([\d,]*)\]')
+
+
+def remap_slowly(body: bytes, names: list[int], locs: list[int]) -> bytes:
+    """The reference :func:`splitjson.remapped` is held to."""
+    name_bytes = [b"%d" % v for v in names]
+    loc_bytes = [b"%d" % v for v in locs]
+
+    def one(m: re.Match) -> bytes:
+        key = m[1]
+        if key is not None:
+            table = loc_bytes if key == b"locIdx" else name_bytes
+            return b'"' + key + b'":' + table[int(m[2])]
+        inner = b",".join(loc_bytes[int(i)] for i in m[3].split(b",") if i)
+        return b'"warpLocIdxs":[' + inner + b"]"
+
+    return _INDEX.sub(one, body)
