@@ -68,7 +68,8 @@ def test_kill_9_of_everything_is_cleaned_by_the_next_capture(harness):
     watchdog = [p for p in tree.descendants(started.proc.pid) if b"capture.watchdog" in _cmdline(p)]
     assert watchdog, "a watchdog guards the capture"
     survivors = [p for p in tree.descendants(started.proc.pid) if p not in watchdog]
-    for pid in (started.proc.pid, *watchdog):
+    # the watchdog first: killed second, it could see the CLI die and clean up in between
+    for pid in (*watchdog, started.proc.pid):
         tree.os.kill(pid, signal.SIGKILL)
     started.finish()
     time.sleep(0.5)
