@@ -233,3 +233,13 @@ def torch_warp(tmp_path_factory) -> Path:
     done = run_iket("postprocess", folder, "--format", "json", cwd=folder, timeout=300)
     assert done.code == 0, done
     return folder
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> None:
+    """A Slurm cluster that answers; .ci/run starts a one-node one (scripts/slurm_local.sh)."""
+    from iket_cli.capture import slurm
+
+    answers, detail = slurm.cluster_answer()
+    if not answers:
+        pytest.skip(f"no Slurm cluster answers here ({detail}); scripts/slurm_local.sh starts one")

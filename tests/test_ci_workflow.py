@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import xmlschema
 
 from conftest import FIXTURES, replay
@@ -24,9 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "docs" / "github-actions.yml"
 
 
-def step(name: str) -> tuple[str, dict[str, str]]:
+def step(name: str, workflow: Path = WORKFLOW) -> tuple[str, dict[str, str]]:
     """The ``run:`` script and ``env:`` of the workflow step called ``name`` (plain YAML subset)."""
-    lines = WORKFLOW.read_text().splitlines()
+    lines = workflow.read_text().splitlines()
     start = lines.index(f"      - name: {name}")
     script, env, mode = [], {}, None
     for line in lines[start + 1 :]:
@@ -88,3 +89,49 @@ def test_the_capture_step_runs_then_gates_against_its_baseline(tmp_path, double)
     assert [j["status"] for j in gated["jobs"]] == ["ok", "ok", "ok"]
     assert all(j["regressions"] == [] for j in gated["jobs"]), "the same captures: no regression"
     assert "--baseline iket-baseline --fail-over 5%" in step("Capture")[0]
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_the_slurm_recipe_submits_every_job_and_gates(tmp_path, double):
+    """docs/github-actions-slurm.yml's capture step on the one-node Slurm of the CI machine
+    (which has no GPU: the example configuration gets ``gpus = 0``)."""
+    repo = checkout(tmp_path)
+    with open(repo / "examples" / "iket.toml", "a") as handle:
+        handle.write("\n[slurm]\ngpus = 0\npoll = 1\n")
+    shared = tmp_path / "shared"
+    (shared / "venv").mkdir(parents=True)
+    shutil.copytree(repo / ".venv", shared / "venv", dirs_exist_ok=True)
+    script, env = step("Capture", ROOT / "docs" / "github-actions-slurm.yml")
+
+    def capture() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "-e", "-c", script],
+            cwd=repo,
+            env={
+                **os.environ,
+                **env,
+                **replay("affine"),
+                "IKET_RUN_IKET": str(double),
+                "IKET_SHARED": str(shared),
+            },
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    first = capture()
+    assert first.returncode == 0, first.stderr[-3000:]
+    record = json.loads((repo / "iket-runs" / "run-manifest.json").read_text())
+    assert record["executor"] == "slurm"
+    assert [(j["name"], j["status"], j["slurm"]["state"]) for j in record["jobs"]] == [
+        ("affine", "ok", "COMPLETED"),
+        ("multi", "ok", "COMPLETED"),
+        ("spawn", "ok", "COMPLETED"),
+    ]
+    xmlschema.XMLSchema(str(FIXTURES / "junit.xsd")).validate(str(repo / "iket-junit.xml"))
+    shutil.copytree(repo / "iket-runs", repo / "iket-baseline")
+    second = capture()
+    assert second.returncode == 0, second.stderr[-3000:]
+    gated = json.loads((repo / "iket-runs" / "run-manifest.json").read_text())
+    assert gated["gate"] == {"baseline": "iket-baseline", "fail_over": "5%"}
+    assert [j["status"] for j in gated["jobs"]] == ["ok", "ok", "ok"]

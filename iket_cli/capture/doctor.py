@@ -17,7 +17,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import IketError
-from . import spawn, sysinfo, toolchain, trackers
+from . import slurm, spawn, sysinfo, toolchain, trackers
 
 MIN_COMPUTE_CAPABILITY = (9, 0)
 PROBE_TIMEOUT_S = 120
@@ -160,6 +160,7 @@ def checks(env: dict[str, str] | None = None) -> list[Check]:
     found.append(_cute_variables(env))
     found.append(_tracker_cache(env))
     found.append(_sql())
+    found.append(_slurm(env))
     return found
 
 
@@ -270,6 +271,13 @@ def _sql() -> Check:
             "iket sql / export", False, f"{', '.join(missing)} not installed", SQL_FIX, required=False
         )
     return Check("iket sql / export", True, ", ".join(found), required=False)
+
+
+def _slurm(env: dict[str, str]) -> Check:
+    """Whether ``iket run --executor slurm`` can submit from here: the tools, and sinfo's answer."""
+    answers, detail = slurm.cluster_answer(env)
+    fix = "" if answers else "run iket on a login node of a Slurm cluster for iket run --executor slurm"
+    return Check("Slurm (iket run --executor slurm)", answers, detail, fix, required=False)
 
 
 #: What makes iket export and iket sql work.

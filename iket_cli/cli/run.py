@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 
 from ..errors import CaptureError
-from ..model.vocab import POSTPROCESS_CHOICES
+from ..model.vocab import EXECUTORS, POSTPROCESS_CHOICES
 
 
-def _workers(_ctx, _param, value: str) -> int | str:
-    if value == "auto":
+def _workers(_ctx, _param, value: str | None) -> int | str | None:
+    if value is None or value == "auto":
         return value
     if not value.isdigit() or int(value) < 1:
         raise click.BadParameter(f"{value!r} is not a positive number or auto")
@@ -41,16 +41,27 @@ def _workers(_ctx, _param, value: str) -> int | str:
     help="Kill a job's whole process tree after this many seconds (default: the configuration's).",
 )
 @click.option("--keep", is_flag=True, default=None, help="Keep run-iket's intermediates.")
-@click.option("--fail-fast", is_flag=True, help="Start no new job after one failed.")
+@click.option("--fail-fast", is_flag=True, help="Start no new job after one failed (slurm: cancel the rest).")
 @click.option(
     "-j",
     "--jobs",
     "workers",
-    default="1",
     callback=_workers,
     metavar="N|auto",
-    help="Jobs at a time, each on a GPU of its own (auto: one per visible GPU).",
+    help="Jobs at a time, each on a GPU of its own (auto: one per visible GPU; default 1). "
+    "With --executor slurm: jobs in the queue at once (default: all).",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(EXECUTORS),
+    help="Where jobs run: this host, or one Slurm job each (default: the configuration's, else local).",
+)
+@click.option(
+    "--rerun-failed",
+    is_flag=True,
+    help="Run again only the jobs the last run over the output root failed; keep the others' records.",
+)
+@click.option("--job-result", type=click.Path(dir_okay=False, path_type=Path), hidden=True)
 @click.option(
     "--baseline",
     type=click.Path(exists=True, path_type=Path),
@@ -79,6 +90,9 @@ def command(
     keep: bool | None,
     fail_fast: bool,
     workers,
+    executor: str | None,
+    rerun_failed: bool,
+    job_result: Path | None,
     baseline: Path | None,
     fail_over: str,
     junit: Path | None,
@@ -87,7 +101,8 @@ def command(
 ) -> int:
     """Run all configured jobs (or NAMES), each into <output root>/<name>/.
 
-    Exit 0 when every job succeeded, 1 when any failed or regressed, 2 on a config error.
+    Exit 0 when every job succeeded, 1 when any failed, was cancelled or regressed, 2 on a
+    config error.
     """
     from dataclasses import asdict
 
@@ -97,23 +112,40 @@ def command(
     from ..pipeline import jobs as jobs_mod
     from ..render import ci
     from ..render.progress import PrefixReporter
+    from ..render.queue import QueueWatcher
 
     cfg = config_mod.load(config_path)
     jobs = cfg.select(list(names))
+    overrides = {"output": output, "postprocess": postprocess, "timeout": timeout, "keep": keep}
+    if job_result is not None:  # inside a Slurm allocation: one job, its result for the submitter
+        return _one_job(cfg, jobs, overrides, job_result, quiet)
     if baseline is not None:
         diff_mod.parse_thresholds(fail_over)  # a bad threshold is a usage error before anything runs
-    overrides = {"output": output, "postprocess": postprocess, "timeout": timeout, "keep": keep}
+    root = output or cfg.output
+    kept = None
+    if rerun_failed:
+        jobs, kept = jobs_mod.rerun_selection(root, jobs)
+        if not jobs:
+            sys.stderr.write(f"iket: nothing to rerun: no job of the last run over {root} failed\n")
+            return 0
+    kind = executor or cfg.executor
     results = jobs_mod.run(
         cfg,
         jobs,
-        overrides=overrides,
-        workers=workers,
+        root=root,
+        executor=jobs_mod.executor_for(
+            kind,
+            cfg,
+            overrides,
+            workers=workers,
+            reporter_for=lambda name: PrefixReporter(name, quiet),
+            watcher=QueueWatcher(quiet) if kind == "slurm" else None,
+        ),
         fail_fast=fail_fast,
         baseline=baseline,
         fail_over=fail_over if baseline else None,
-        reporter_for=lambda name: PrefixReporter(name, quiet),
+        kept=kept,
     )
-    root = output or cfg.output
     records = [asdict(r) for r in results]
     if junit:
         junit.write_text(ci.junit(records))
@@ -123,18 +155,34 @@ def command(
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
             handle.write(text)
+    ran = {job.name for job in jobs}
+    if kept and not quiet:
+        sys.stderr.write(f"iket: {len(results) - len(ran)} job(s) kept as the last run left them\n")
     for r in results:
-        if not quiet or r.status in JOB_FAILING:
+        if r.name in ran and (not quiet or r.status in JOB_FAILING):
             sys.stderr.write(
                 f"iket: {r.name}: {r.status} in {r.duration_s:.1f} s{f' ({r.error})' if r.error else ''}\n"
             )
     failed = [r for r in results if r.status in JOB_FAILING]
-    skipped = len(jobs) - len(results)
+    cancelled = sum(1 for r in failed if r.status == "cancelled")
+    skipped = len(ran - {r.name for r in results})
     if failed or skipped:
         raise CaptureError(
-            f"{len(failed)} of {len(jobs)} job(s) failed"
+            f"{len(failed) - cancelled} of {len(results) + skipped} job(s) failed"
+            f"{f', {cancelled} cancelled' if cancelled else ''}"
             f"{f', {skipped} not started (--fail-fast)' if skipped else ''}; "
             f"see {root / RUN_MANIFEST_NAME}",
             phase="run",
         )
     return 0
+
+
+def _one_job(cfg, jobs, overrides: dict, result_path: Path, quiet: bool) -> int:
+    """``iket run --job-result FILE NAME``: what a Slurm batch script runs on its node."""
+    from ..errors import UsageError
+    from ..pipeline.job import run_for_submitter
+    from ..render.progress import PrefixReporter
+
+    if len(jobs) != 1:
+        raise UsageError("--job-result takes exactly one job name")
+    return run_for_submitter(cfg, jobs[0], overrides, result_path, PrefixReporter(jobs[0].name, quiet))

@@ -147,7 +147,11 @@ def raw_manifest(pid_hex: str) -> str:
 
 # -- iket run ----------------------------------------------------------------------------
 #: Job statuses that fail an ``iket run`` (exit 1); the others are ``ok`` and ``suspect``.
-JOB_FAILING = ("failed", "timeout", "interrupted", "regressed", "error")
+JOB_FAILING = ("failed", "timeout", "interrupted", "regressed", "error", "cancelled")
+#: Where ``iket run``'s jobs run (``--executor``, ``executor`` in iket.toml).
+EXECUTORS = ("local", "slurm")
+#: ``--executor slurm``'s folder in the output root: batch scripts, Slurm logs, job results.
+SLURM_DIR = ".iket-slurm"
 
 # -- IKET events ---------------------------------------------------------------------------
 #: ``rangeType`` of a range: a token range (``range_start``/``range_end``, CuTe DSL: it may

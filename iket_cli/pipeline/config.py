@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..model.vocab import EXECUTORS
 
 #: Options a config may set (top level or per job) and their types.
 OPTIONS: dict[str, tuple[type, ...]] = {
@@ -39,10 +40,26 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     "roles": (str,),
     "tracker": (str,),
     "repeat": (int,),
+    # sbatch options for --executor slurm (SLURM_OPTIONS); a job's table overrides keys of the top one
+    "slurm": (dict,),
+}
+#: Keys of a ``[slurm]`` table (top level or per job) and their types (README: iket run on Slurm).
+SLURM_OPTIONS: dict[str, tuple[type, ...]] = {
+    "partition": (str,),
+    "account": (str,),
+    "qos": (str,),
+    "time": (str, int),
+    "gpus": (int,),
+    "cpus": (int,),
+    "mem": (str,),
+    "constraint": (str,),
+    "extra": (list,),
+    "python": (str,),
+    "poll": (int, float),
 }
 #: Whole-number options that must be at least 1.
 POSITIVE = ("repeat", "max_ts_cnt_per_warp")
-TOP_ONLY = {"output": (str,), "jobs": (list,)}
+TOP_ONLY = {"output": (str,), "jobs": (list,), "executor": (str,)}
 JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}
 
 
@@ -77,6 +94,8 @@ class Config:
     output: Path
     defaults: dict[str, Any]
     jobs: list[Job]
+    #: ``local`` or ``slurm`` (``executor`` in the file; ``iket run --executor`` overrides it).
+    executor: str = "local"
 
     def select(self, names: list[str]) -> list[Job]:
         if not names:
@@ -150,6 +169,7 @@ def load(explicit: Path | None = None, start: Path | None = None) -> Config:
             if key in raw and not all(isinstance(w, str) for w in raw[key]):
                 raise ConfigError(f"{path}: {where}.{key}: every item must be a string")
         _check_env(path, raw.get("env", {}), f"{where}.env")
+        _check_slurm(path, raw.get("slurm", {}), f"{where}.slurm")
         options = {k: v for k, v in raw.items() if k in OPTIONS}
         cwd = Path(raw["cwd"]) if "cwd" in raw else None
         jobs.append(
@@ -165,9 +185,16 @@ def load(explicit: Path | None = None, start: Path | None = None) -> Config:
     if not jobs:
         raise ConfigError(f"{path}: {prefix}jobs: no job defined", hint="add a [[jobs]] table")
     _check_env(path, table.get("env", {}), f"{prefix}env")
+    _check_slurm(path, table.get("slurm", {}), f"{prefix}slurm")
+    executor = table.get("executor", "local")
+    if executor not in EXECUTORS:
+        raise ConfigError(
+            f"{path}: {prefix}executor: {executor!r} is not an executor",
+            hint=f"one of: {', '.join(EXECUTORS)}",
+        )
     defaults = {k: v for k, v in table.items() if k in OPTIONS}
     output = Path(table.get("output", "iket-runs"))
-    return Config(path, output if output.is_absolute() else path.parent / output, defaults, jobs)
+    return Config(path, output if output.is_absolute() else path.parent / output, defaults, jobs, executor)
 
 
 #: A job's name becomes a folder of the output root: one plain path component.
@@ -206,6 +233,15 @@ def _check(path: Path, table: dict, allowed: dict[str, tuple[type, ...]], prefix
             raise ConfigError(f"{path}: {prefix}{key}: should be {names}, not {type(value).__name__}")
         if key in POSITIVE and value < 1:
             raise ConfigError(f"{path}: {prefix}{key}: should be 1 or more, not {value}")
+
+
+def _check_slurm(path: Path, table: dict, where: str) -> None:
+    _check(path, table, SLURM_OPTIONS, f"{where}.")
+    if not all(isinstance(word, str) for word in table.get("extra", [])):
+        raise ConfigError(f"{path}: {where}.extra: every item must be a string (one sbatch argument each)")
+    for key in ("gpus", "cpus"):
+        if table.get(key, 0) < 0:
+            raise ConfigError(f"{path}: {where}.{key}: should be 0 or more, not {table[key]}")
 
 
 def _check_env(path: Path, env: dict, where: str) -> None:

@@ -2,192 +2,113 @@
 
 Each job is captured into ``<output root>/<name>/`` (staging, atomic publish, failure
 directory: the rules of :mod:`iket_cli.pipeline.profile`; the root belongs to ``iket run``,
-so a job's previous capture there is replaced once the new one succeeds). Jobs run one at a
-time or concurrently, each pinned to a GPU of its own through ``CUDA_VISIBLE_DEVICES``.
-The outcome is written to ``<output root>/run-manifest.json``; JUnit XML and a markdown
-summary are rendered from the same records (:mod:`iket_cli.render.ci`).
+so a job's previous capture there is replaced once the new one succeeds). An executor
+(:mod:`.executors`: ``local``, pinned to this host's GPUs; :mod:`.slurm`: one Slurm job each)
+runs them; this module gates each result on a baseline, stops on the first failure with
+``--fail-fast``, picks the jobs ``--rerun-failed`` runs again, and writes the outcome to
+``<output root>/run-manifest.json``; JUnit XML and a markdown summary are rendered from the
+same records (:mod:`iket_cli.render.ci`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import queue
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..analysis import diff as diff_mod
-from ..capture import sysinfo, targets
-from ..capture.runner import sigterm_as_exception, wait_all
-from ..errors import CaptureInterrupted, CaptureTimeout, IketError, Terminated, signal_of
-from ..model.units import parse_size
-from ..model.vocab import JOB_FAILING, LOG_NAME, MANIFEST_NAME, RUN_MANIFEST_NAME
-from . import profile as profile_mod
+from ..errors import CaptureInterrupted, UsageError
+from ..model.vocab import JOB_FAILING, MANIFEST_NAME, RUN_MANIFEST_NAME
 from .config import Config, Job
+from .executors import Executor, LocalExecutor, RunStopped
+from .job import JobResult
 
 SCHEMA_VERSION = 1
 
 
-@dataclass
-class JobResult:
-    name: str
-    status: str
-    duration_s: float
-    output_dir: str
-    manifest: str | None
-    error: str | None = None
-    exit_code: int = 0
-    gpu: str | None = None
-    regressions: list[dict] = field(default_factory=list)
-    log_tail: list[str] = field(default_factory=list)
+def executor_for(
+    name: str, config: Config, overrides: dict[str, Any], *, workers=None, reporter_for=None, watcher=None
+) -> Executor:
+    """The executor called ``name`` (``local`` or ``slurm``) for this run."""
+    root = Path(overrides.get("output") or config.output)
+    rest = {k: v for k, v in overrides.items() if k != "output"}
+    if name == "slurm":
+        from .slurm import SlurmExecutor
 
-
-def gpu_slots() -> list[str]:
-    """GPU indices for pinning: ``$IKET_GPUS`` (comma list) or what nvidia-smi lists."""
-    override = os.environ.get("IKET_GPUS")
-    if override is not None:
-        return [g.strip() for g in override.split(",") if g.strip()]
-    return [gpu["index"] for gpu in sysinfo.query_gpus()]
+        limit = None if workers in (None, "auto") else int(workers)
+        return SlurmExecutor(config, root, rest, limit=limit, watcher=watcher)
+    return LocalExecutor(config, root, rest, workers=workers, reporter_for=reporter_for)
 
 
 def run(
     config: Config,
     jobs: list[Job],
     *,
-    overrides: dict[str, Any],
-    workers: int | str = 1,
+    root: Path,
+    executor: Executor,
     fail_fast: bool = False,
     baseline: Path | None = None,
     fail_over: str | None = None,
-    reporter_for=None,
+    kept: list[JobResult] | None = None,
 ) -> list[JobResult]:
-    """Run ``jobs``; never raises for a job's failure (see ``JobResult.status``).
+    """Run ``jobs`` on ``executor``; never raises for a job's failure (``JobResult.status``).
 
-    Ctrl-C or SIGTERM (which only this, the main thread, receives) cancel every running
-    job's capture, whose trees are stopped and evidence kept; the run manifest is still
-    written, and :class:`~iket_cli.errors.CaptureInterrupted` raised.
+    ``kept`` are earlier results that stay in the run manifest (``--rerun-failed`` runs
+    only the failed jobs again). Ctrl-C or SIGTERM stop the executor's jobs; the run
+    manifest is still written, and :class:`~iket_cli.errors.CaptureInterrupted` raised.
     """
-    root = Path(overrides.get("output") or config.output)
-    overrides = {k: v for k, v in overrides.items() if k != "output"}
-    slots = gpu_slots()
-    count = (len(slots) or 1) if workers == "auto" else int(workers)
-    free: queue.Queue[str | None] = queue.Queue()
-    for slot in (slots or [None]) * (1 if slots else count):
-        free.put(slot)
-    stop, cancel = threading.Event(), threading.Event()
     baseline_root = _baseline_root(baseline)
+    order = {job.name: number for number, job in enumerate(jobs)}
 
-    def one(job: Job) -> JobResult | None:
-        if stop.is_set() or cancel.is_set():
-            return None
-        gpu = free.get()
-        try:
-            result = _run_job(config, job, root, overrides, gpu, reporter_for, cancel)
-            # a partial repeated capture is gated on the repeats it has (analysis.gate says
-            # when they are too few); a suspect one (the passes drifted) is not
-            if result.status in ("ok", "partial") and baseline_root is not None:
-                _gate(result, baseline_root / job.name, root / job.name, fail_over)
-        finally:
-            free.put(gpu)
-        if fail_fast and result.status in JOB_FAILING:
-            stop.set()
-        return result
+    def finished(result: JobResult) -> bool:
+        # a partial repeated capture is gated on the repeats it has (analysis.gate says
+        # when they are too few); a suspect one (the passes drifted) is not
+        if result.status in ("ok", "partial") and baseline_root is not None:
+            _gate(result, baseline_root / result.name, root / result.name, fail_over)
+        return fail_fast and result.status in JOB_FAILING
 
     started = datetime.now(timezone.utc)
     gate = None if baseline_root is None else {"baseline": str(baseline_root), "fail_over": fail_over}
-    pool = ThreadPoolExecutor(max_workers=max(1, count))
-    futures = [pool.submit(one, job) for job in jobs]
     try:
-        with sigterm_as_exception():
-            wait_all(futures)
-    except (KeyboardInterrupt, Terminated) as signalled:
-        cancel.set()
-        pool.shutdown(wait=True)
-        results = [r for f in futures if not f.cancelled() and (r := f.result()) is not None]
-        write_manifest(root, results, started, gate)
+        results = executor.execute(jobs, finished)
+    except RunStopped as stopped:
+        ordered = _merged(kept, sorted(stopped.results, key=lambda r: order[r.name]))
+        write_manifest(root, ordered, started, gate, executor.name)
         raise CaptureInterrupted.by(
-            signal_of(signalled),
-            f": {len(jobs) - len(results)} job(s) not run, the running ones stopped; "
-            f"see {root / RUN_MANIFEST_NAME}",
-            phase="run",
+            stopped.signum, f": {stopped.what}; see {root / RUN_MANIFEST_NAME}", phase="run"
         ) from None
-    finally:
-        pool.shutdown(wait=True)
-    results = [r for f in futures if (r := f.result()) is not None]
-    write_manifest(root, results, started, gate)
+    results = _merged(kept, sorted(results, key=lambda r: order[r.name]))
+    write_manifest(root, results, started, gate, executor.name)
     return results
 
 
-def _run_job(
-    config: Config,
-    job: Job,
-    root: Path,
-    overrides: dict,
-    gpu: str | None,
-    reporter_for,
-    cancel: threading.Event | None = None,
-) -> JobResult:
-    options = {**config.defaults, **job.options, **{k: v for k, v in overrides.items() if v is not None}}
-    env = {**config.defaults.get("env", {}), **job.options.get("env", {})}
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    options["env"] = env
-    if isinstance(options.get("max_buffer"), str):
-        options["max_buffer"] = parse_size(options["max_buffer"])
-    for key in ("enabled_cluster_config", "roles"):  # paths relative to the configuration
-        if key in options:
-            options[key] = config.path.parent / options[key]
-    out = root / job.name
-    start = time.monotonic()
+def _merged(kept: list[JobResult] | None, new: list[JobResult]) -> list[JobResult]:
+    """Earlier results with the new ones in their places (new jobs at the end)."""
+    if not kept:
+        return new
+    fresh = {r.name: r for r in new}
+    merged = [fresh.pop(r.name, r) for r in kept]
+    return merged + list(fresh.values())
+
+
+def rerun_selection(root: Path, jobs: list[Job]) -> tuple[list[Job], list[JobResult]]:
+    """(the jobs the last run over ``root`` failed, every result of that run) for ``--rerun-failed``."""
+    path = root / RUN_MANIFEST_NAME
     try:
-        target = targets.parse(*job.words())
-        record = profile_mod.profile(
-            target,
-            out,
-            clobber=True,
-            cwd=job.cwd or config.path.parent,
-            reporter=reporter_for(job.name) if reporter_for else None,
-            command=["iket", "run", job.name],
-            cancel=cancel,
-            **options,
-        ).manifest
-    except IketError as error:
-        failed = error.failed_dir
-        manifest = failed / MANIFEST_NAME if failed and (failed / MANIFEST_NAME).is_file() else None
-        return JobResult(
-            job.name,
-            _status(error),
-            round(time.monotonic() - start, 3),
-            _rel(failed or out, root),
-            _rel(manifest, root),
-            error.message,
-            int(error.exit_code),
-            gpu,
-            log_tail=_tail(failed / LOG_NAME if failed else None),
-        )
-    return JobResult(
-        job.name,
-        record["status"],
-        round(time.monotonic() - start, 3),
-        _rel(out, root),
-        _rel(out / MANIFEST_NAME, root),
-        None,
-        0,
-        gpu,
-    )
-
-
-def _status(error: IketError) -> str:
-    if isinstance(error, CaptureTimeout):
-        return "timeout"
-    if isinstance(error, CaptureInterrupted):
-        return "interrupted"
-    return "failed" if error.failed_dir else "error"
+        record = json.loads(path.read_text(encoding="utf-8"))
+        previous = [JobResult(**job) for job in record["jobs"]]
+    except FileNotFoundError:
+        raise UsageError(
+            f"--rerun-failed: no earlier run in {root} ({RUN_MANIFEST_NAME} is missing)",
+            hint="run iket run without --rerun-failed first",
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"--rerun-failed: {path} is not a run manifest iket can read: {error}") from None
+    failed = {r.name for r in previous if r.status in JOB_FAILING}
+    return [job for job in jobs if job.name in failed], previous
 
 
 def _gate(result: JobResult, base: Path, new: Path, fail_over: str | None) -> None:
@@ -230,23 +151,12 @@ def _baseline_root(baseline: Path | None) -> Path | None:
     return baseline.parent if baseline.name == RUN_MANIFEST_NAME else baseline
 
 
-def _rel(path: Path | None, root: Path) -> str | None:
-    if path is None:
-        return None
-    try:
-        return str(path.resolve().relative_to(root.resolve()))
-    except ValueError:
-        return str(path)
-
-
-def _tail(log: Path | None, lines: int = 40) -> list[str]:
-    if log is None or not log.is_file():
-        return []
-    return log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
-
-
 def write_manifest(
-    root: Path, results: list[JobResult], started: datetime, gate: dict[str, Any] | None = None
+    root: Path,
+    results: list[JobResult],
+    started: datetime,
+    gate: dict[str, Any] | None = None,
+    executor: str = "local",
 ) -> Path:
     """``run-manifest.json``; ``gate`` (``baseline``, ``fail_over``) says what the jobs were gated on."""
     root.mkdir(parents=True, exist_ok=True)
@@ -255,6 +165,7 @@ def write_manifest(
         "started_at": started.isoformat(timespec="milliseconds"),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "status": "failed" if any(r.status in JOB_FAILING for r in results) else "ok",
+        "executor": executor,
         "gate": gate,
         "jobs": [asdict(r) for r in results],
     }

@@ -61,21 +61,35 @@ def junit(jobs: list[Job]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
+def _slurm_cells(slurm: dict[str, Any] | None) -> str:
+    """`` 12 (COMPLETED) | gpu07 | 3 s |``: the Slurm columns of one job's row."""
+    if not slurm:
+        return " - | - | - |"
+    queued = f"{slurm['queued_s']:.0f} s" if slurm.get("queued_s") is not None else "-"
+    return f" {slurm['job_id']} ({slurm['state']}) | {slurm.get('node') or '-'} | {queued} |"
+
+
 def summary_markdown(jobs: list[Job], root: Path) -> str:
     """The job page's summary: a status table, top ranges per job, regressions."""
+    on_slurm = any(job.get("slurm") for job in jobs)
     lines = [
         "## iket run",
         "",
-        "| job | status | duration | GPU | error |",
-        "| --- | --- | ---: | --- | --- |",
+        "| job | status | duration | GPU | error |"
+        if not on_slurm
+        else "| job | status | duration | GPU | Slurm job | node | queued | error |",
+        "| --- | --- | ---: | --- | --- |"
+        if not on_slurm
+        else "| --- | --- | ---: | --- | --- | --- | ---: | --- |",
     ]
     for job in jobs:
+        where = _slurm_cells(job.get("slurm")) if on_slurm else ""
         lines.append(
             f"| {job['name']} | {job['status']} | {job['duration_s']:.1f} s | {job['gpu'] or '-'} "
-            f"| {job['error'] or ''} |"
+            f"|{where} {job['error'] or ''} |"
         )
     for job in jobs:
-        if job["manifest"] is None or job["status"] in ("failed", "timeout", "interrupted", "error"):
+        if job["manifest"] is None or (job["status"] in JOB_FAILING and job["status"] != "regressed"):
             continue
         try:
             processes = summarize_capture(root / job["name"], top=3)

@@ -18,6 +18,7 @@ def test_checks_in_process_name_every_part_and_leak_nothing(monkeypatch):
         "CuTe DSL variables",
         "tracker cache",
         "iket sql / export",
+        "Slurm (iket run --executor slurm)",
     ], "no decoder check without run-iket"
     assert not doctor.healthy(results)
 
@@ -66,3 +67,10 @@ def test_the_sql_extra_is_reported(monkeypatch):
     missing = doctor._sql()
     assert not missing.ok and not missing.required and "duckdb not installed" in missing.detail
     assert "pip install 'iket-cli[sql]'" in missing.fix
+
+
+def test_slurm_is_reported_without_failing_the_machine(tmp_path):
+    """No Slurm tools on PATH: an optional check says which are missing and what to do."""
+    (check,) = [c for c in doctor.checks({"PATH": str(tmp_path)}) if c.name.startswith("Slurm")]
+    assert not check.ok and not check.required
+    assert check.detail.startswith("not on PATH: sbatch") and "login node" in check.fix

@@ -101,6 +101,38 @@ def test_selected_jobs_and_fail_fast(tmp_path, double):
     assert [j["name"] for j in run_manifest(tmp_path)["jobs"]] == ["broken"]
 
 
+def test_rerun_failed_runs_only_the_failed_jobs_and_keeps_the_rest(tmp_path, double):
+    refused = run_iket("run", "--rerun-failed", cwd=tmp_path)
+    assert refused.code == 2, refused  # no configuration yet
+    config(tmp_path, double, FAILING_JOB)
+    first = run_iket("run", "--rerun-failed", cwd=tmp_path)
+    assert first.code == 2 and "--rerun-failed: no earlier run in" in first.stderr, first
+    assert run_iket("run", cwd=tmp_path).code == 1
+    before = {j["name"]: j for j in run_manifest(tmp_path)["jobs"]}
+    (tmp_path / "fail.py").write_text("print('fixed')\n")
+    again = run_iket(
+        "run", "--rerun-failed", cwd=tmp_path, env={"IKET_DOUBLE_CAPTURE": str(FIXTURES / "affine")}
+    )
+    assert again.code == 0, again
+    assert "iket: broken: ok" in again.stderr and "iket: affine:" not in again.stderr, (
+        "only the failed one ran"
+    )
+    after = {j["name"]: j for j in run_manifest(tmp_path)["jobs"]}
+    assert list(after) == ["affine", "multi", "broken"]
+    assert after["affine"] == before["affine"] and after["multi"] == before["multi"], "kept as they were"
+    assert after["broken"]["status"] == "ok" and run_manifest(tmp_path)["status"] == "ok"
+    nothing = run_iket("run", "--rerun-failed", cwd=tmp_path)
+    assert nothing.code == 0 and "nothing to rerun" in nothing.stderr, nothing
+
+
+def test_the_slurm_executor_without_slurm_says_so(tmp_path, double):
+    config(tmp_path, double)
+    result = run_iket("run", "--executor", "slurm", cwd=tmp_path, env={"PATH": str(tmp_path / "bin")})
+    assert result.code == 2, result
+    assert "iket: error: sbatch not found: --executor slurm needs Slurm's command-line tools" in result.stderr
+    assert "login node" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_concurrent_jobs_are_pinned_to_gpus(tmp_path, double):
     config(tmp_path, double)
     result = run_iket("run", "--jobs", "auto", cwd=tmp_path, env={"IKET_GPUS": "0,1"})
@@ -165,6 +197,19 @@ def test_baseline_gate_both_ways(tmp_path, double):
         ('[[jobs]]\nname = "a"\ntarget = "w.py"\nretries = 3\n', "jobs[0].retries: unknown key"),
         ('[[jobs]]\nname = "a"\ntarget = "w.py"\nenv = { X = 1 }\n', "jobs[0].env.X: should be a string"),
         ('output = "x"\n', "jobs: no job defined"),
+        ('executor = "k8s"\n[[jobs]]\nname = "a"\ntarget = "w.py"\n', "executor: 'k8s' is not an executor"),
+        (
+            '[slurm]\nnodes = 2\n[[jobs]]\nname = "a"\ntarget = "w.py"\n',
+            "iket.toml: slurm.nodes: unknown key",
+        ),
+        (
+            '[[jobs]]\nname = "a"\ntarget = "w.py"\nslurm = { gpus = -1 }\n',
+            "jobs[0].slurm.gpus: should be 0 or more",
+        ),
+        (
+            '[[jobs]]\nname = "a"\ntarget = "w.py"\nslurm = { extra = ["--x", 1] }\n',
+            "jobs[0].slurm.extra: every item must be a string",
+        ),
         ("[[jobs\n", "not valid TOML"),
     ],
 )
