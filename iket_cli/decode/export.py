@@ -74,7 +74,7 @@ def temporary(path: Path) -> Path:
 
 def _export(task: Task) -> list[str]:
     decoder_cls = decoder_class()
-    if task.export == "json":
+    if task.export == "json" and not task.part:
         out = task.out_dir / task.outputs()[0]
         tmp = temporary(out)
         if splitjson.export_json(task.raw, tmp, decoder_cls):  # by launches: much faster

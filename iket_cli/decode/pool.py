@@ -3,8 +3,11 @@
 run-iket decodes one process after another, one format after another, on one core. Here
 the tasks run in parallel, each small one in this process and each large one in a worker
 process of its own (``python -m iket_cli.decode.worker``), so a decoder that crashes on a
-corrupt capture fails that task alone. An interrupt kills the workers, removes their
-half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
+corrupt capture fails that task alone. The JSON export of a process with several launches
+is split: each launch is exported by a worker of its own, side by side with every other
+task, and the parts are merged (:mod:`.splitjson`) once the last one ends. ``jobs`` bounds
+the decodes running at once, parts and merges included. An interrupt kills the workers,
+removes their half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..capture import spawn
 from ..capture.runner import Cancelled, sigterm_as_exception, wait_all
 from ..errors import CaptureInterrupted, Terminated, signal_of
-from . import export
+from . import export, splitjson
 from .tasks import DISK_FULL, Outcome, Task, missing_input
 
 #: Below this many raw bytes a capture is decoded in-process: spawning costs more than it saves.
@@ -29,6 +32,9 @@ INLINE_BYTES = 4 << 20
 
 class Progress:
     """What :func:`run` reports while it decodes. The default says nothing."""
+
+    def planned(self, units: list[Task]) -> None:
+        """The decodes about to run: whole tasks, and the launches of split JSON exports."""
 
     def started(self, task: Task) -> None:
         """A task began."""
@@ -101,7 +107,12 @@ class Decoding:
         self.tasks, self.progress, self.cancel = tasks, progress, cancel
         self.workers = _Workers()
         self.lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=default_jobs(tasks, jobs))
+        units = [unit for task in tasks for unit in _units(task)]
+        progress.planned(units)
+        #: One per decode running at once (a whole task, a part or a merge).
+        self.slots = threading.Semaphore(default_jobs(units, jobs))
+        self.pool = ThreadPoolExecutor(max_workers=max(1, len(tasks)))
+        self.part_pool = ThreadPoolExecutor(max_workers=max(1, len(units)))
         self.futures = [self.pool.submit(self._one, task) for task in tasks]
 
     def _one(self, task: Task) -> Outcome:
@@ -113,12 +124,70 @@ class Decoding:
         if missing:
             outcome = Outcome(task, 0.0, error=missing)
         elif task.raw_bytes <= INLINE_BYTES and export.available():
-            outcome = export.decode(task)
+            with self.slots:
+                outcome = export.decode(task)
+        elif _split(task) and (parts := splitjson.part_manifests(task.raw)):
+            outcome = self._by_launches(task, task.parts(len(parts)))
         else:
-            outcome = self.workers.decode(task)
+            with self.slots:
+                outcome = self.workers.decode(task)
         with self.lock:
             self.progress.finished(outcome)
         return outcome
+
+    def _part(self, part: Task) -> Outcome:
+        with self.slots:
+            if self.workers.cancelled:
+                return Outcome(part, 0.0, cancelled=True)
+            with self.lock:
+                self.progress.started(part)
+            outcome = self.workers.decode(part)
+        with self.lock:
+            self.progress.finished(outcome)
+        return outcome
+
+    def _by_launches(self, task: Task, parts: list[Task]) -> Outcome:
+        """Each launch in a worker of its own, within the slots; each merged in launch order
+        as soon as it and the ones before it are done (the last merge ends the task)."""
+        start = time.monotonic()
+        out = task.out_dir / task.outputs()[0]
+        tmp = export.temporary(out)
+        futures = [self.part_pool.submit(self._part, part) for part in parts]
+        try:
+            with open(tmp, "wb") as handle:
+                merger = splitjson.Merger(handle)
+                for future in futures:
+                    done = future.result()
+                    if done.cancelled or done.error:
+                        for other in futures:
+                            other.cancel()
+                        return self._part_failed(task, done, start, [f for f in futures if not f.cancelled()])
+                    with self.slots:
+                        merger.add(done.task.out_dir / done.task.outputs()[0])
+                    (done.task.out_dir / done.task.outputs()[0]).unlink()
+                with self.slots:
+                    merger.finish()
+            os.replace(tmp, out)
+        except OSError as error:
+            message = f"{error.strerror or error} writing {error.filename or out}"
+            return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
+        finally:
+            tmp.unlink(missing_ok=True)
+            for part in parts:
+                for path in (part.raw, part.out_dir / part.outputs()[0]):
+                    path.unlink(missing_ok=True)
+        return Outcome(task, time.monotonic() - start, written=[out.name])
+
+    @staticmethod
+    def _part_failed(task: Task, done: Outcome, start: float, running: list) -> Outcome:
+        """The task's outcome when one launch failed or was cancelled (the others end first)."""
+        for future in running:
+            future.result()
+        seconds = time.monotonic() - start
+        if done.cancelled:
+            return Outcome(task, seconds, cancelled=True)
+        why = done.error.removeprefix(f"{done.task.raw}: ")  # named by the raw capture and launch
+        return Outcome(task, seconds, error=f"{task.raw}:{done.task.which_launch}: {why}", errno=done.errno)
 
     def wait(self) -> list[Outcome]:
         """Every task's outcome, once all have ended."""
@@ -134,6 +203,7 @@ class Decoding:
         try:
             if isinstance(error, (KeyboardInterrupt, Terminated, Cancelled)):
                 self.workers.cancel()
+                self.part_pool.shutdown(wait=True, cancel_futures=True)
                 self.pool.shutdown(wait=True, cancel_futures=True)
                 _remove_partials(self.tasks)
                 raise CaptureInterrupted.by(
@@ -143,7 +213,21 @@ class Decoding:
                 self.workers.cancel()
         finally:
             self.pool.shutdown(wait=True)
+            self.part_pool.shutdown(wait=True)
             self._signals.__exit__(None, None, None)
+
+
+def _split(task: Task) -> bool:
+    """Whether ``task`` is a JSON export that could be split by launches."""
+    return task.export == "json" and task.part is None
+
+
+def _units(task: Task) -> list[Task]:
+    """What ``task`` runs as: its launches, for a JSON export split by them; else itself."""
+    if task.raw_bytes <= INLINE_BYTES or not _split(task):
+        return [task]
+    count = splitjson.decodable_launches(task.raw)
+    return task.parts(count) if count > 1 else [task]
 
 
 class _Workers:

@@ -12,6 +12,12 @@ the later parts' launches (``rangeNameIdx``, ``markerNameIdx``, ``locIdx``,
 (:func:`remapped`): on keep256's second launch (151 MB, 1.6M indices) 1.8 s against 4.1 to
 5.4 s for a regular expression with a callback per index, and the whole merge 2.7 s against
 5.0 s, its bytes those of the decoder's whole export (2-core machine).
+
+:mod:`.pool` runs the launches as decodes of their own, side by side within ``--jobs``, and
+feeds each to a :class:`Merger` in launch order as soon as it and those before it are done:
+keep256's JSON export with ``-j 2`` takes 0.70x of ``-j 1`` and 0.61x of run-iket's (2-core
+machine, docs/benchmarks.md). :func:`export_json` is the sequential form, for small captures
+decoded in the CLI's own process.
 """
 
 from __future__ import annotations
@@ -19,11 +25,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .tasks import part_name, spool_name
+
 #: Huge strings are written in slices, so a 907 MB JSON export is never held twice.
 WRITE_SLICE = 1 << 26
 
 _LAUNCHES = b'"launches":['
 _TABLES = b'],"locationTable":'
+
+
+def decodable_launches(raw: Path) -> int:
+    """How many parts :func:`part_manifests` would write (0 or 1: not split)."""
+    try:
+        data = json.loads(raw.read_bytes())
+    except (OSError, ValueError):
+        return 0
+    if not isinstance(data, dict) or data.get("graphLaunches"):
+        return 0
+    return sum(
+        1 for launch in data.get("launches", []) if isinstance(launch, dict) and launch.get("canDecode")
+    )
 
 
 def part_manifests(raw: Path) -> list[Path] | None:
@@ -38,7 +59,7 @@ def part_manifests(raw: Path) -> list[Path] | None:
         return None
     parts = []
     for number, launch in enumerate(decodable):
-        path = raw.with_name(f".part{number}.{raw.name}")
+        path = raw.with_name(part_name(raw.name, number))
         path.write_text(json.dumps({**data, "launches": [launch]}))
         parts.append(path)
     return parts
@@ -61,7 +82,7 @@ def export_json(raw: Path, out: Path, decoder_class) -> bool:
     parts = part_manifests(raw)
     if parts is None:
         return False
-    spooled = [part.with_suffix(".out") for part in parts]
+    spooled = [part.with_name(spool_name(part.name)) for part in parts]
     try:
         for part, spool in zip(parts, spooled, strict=True):
             decoder = decoder_class(str(part))
@@ -88,22 +109,40 @@ def write_slices(handle, text: str) -> None:
 
 def merge(parts: list[Path], out) -> None:
     """Write the whole export, built from single-launch exports (in launch order), to ``out``."""
-    strings: list = []
-    locations: list = []
-    string_at: dict = {}
-    location_at: dict = {}
-    tail: dict = {}
-    for number, path in enumerate(parts):
-        head, body, tail = _split(path.read_bytes())
-        name_map = [_index(string_at, strings, s, s) for s in tail["stringTable"]]
-        loc_map = [_index(location_at, locations, _key(loc), loc) for loc in tail["locationTable"]]
-        out.write(head if number == 0 else b",")
-        out.write(_remap(body, name_map, loc_map))
-        del body
-    rest = {key: value for key, value in tail.items() if key not in ("locationTable", "stringTable")}
-    tables = {"locationTable": locations, **rest, "stringTable": strings}
-    text = json.dumps(dict(sorted(tables.items())), separators=(",", ":"), ensure_ascii=False)
-    out.write(b"]," + text[1:].encode("utf-8"))
+    merger = Merger(out)
+    for path in parts:
+        merger.add(path)
+    merger.finish()
+
+
+class Merger:
+    """The merge, one part at a time in launch order: a part is written as soon as it and
+    the parts before it are exported, while later launches are still being decoded."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+        self.strings: list = []
+        self.locations: list = []
+        self.string_at: dict = {}
+        self.location_at: dict = {}
+        self.tail: dict = {}
+        self.count = 0
+
+    def add(self, path: Path) -> None:
+        head, body, self.tail = _split(path.read_bytes())
+        name_map = [_index(self.string_at, self.strings, s, s) for s in self.tail["stringTable"]]
+        loc_map = [
+            _index(self.location_at, self.locations, _key(loc), loc) for loc in self.tail["locationTable"]
+        ]
+        self.out.write(head if self.count == 0 else b",")
+        self.out.write(_remap(body, name_map, loc_map))
+        self.count += 1
+
+    def finish(self) -> None:
+        rest = {key: value for key, value in self.tail.items() if key not in ("locationTable", "stringTable")}
+        tables = {"locationTable": self.locations, **rest, "stringTable": self.strings}
+        text = json.dumps(dict(sorted(tables.items())), separators=(",", ":"), ensure_ascii=False)
+        self.out.write(b"]," + text[1:].encode("utf-8"))
 
 
 def _key(location: dict) -> str:

@@ -41,6 +41,14 @@ class Task:
     out_dir: Path
     export: str
     formats: tuple[str, ...]
+    #: One launch of a JSON export split by launches (:mod:`.splitjson`): (k, n), launch k
+    #: of n; ``raw`` is then that launch's part manifest and the output its spool file.
+    part: tuple[int, int] | None = None
+
+    @property
+    def which_launch(self) -> str:
+        """`` launch 1 of 2`` for a part of a split JSON export, else empty (for messages)."""
+        return f" launch {self.part[0] + 1} of {self.part[1]}" if self.part else ""
 
     @property
     def raw_bytes(self) -> int:
@@ -57,8 +65,19 @@ class Task:
 
     @property
     def memory(self) -> int:
-        """The bytes this task may take at its peak (an estimate, see MEMORY_FACTOR)."""
-        return self.raw_bytes * MEMORY_FACTOR[self.export]
+        """The bytes this task may take at its peak (an estimate, see MEMORY_FACTOR); a
+        part's, its share of the raw data (the launches of keep256 weigh about the same)."""
+        whole = self.raw_bytes * MEMORY_FACTOR[self.export]
+        return whole // self.part[1] if self.part else whole
+
+    def parts(self, count: int) -> list[Task]:
+        """This JSON task's launches as tasks of their own (their part manifests written by
+        :func:`.splitjson.part_manifests` beside the raw manifest)."""
+        folder = self.raw.parent
+        return [
+            Task(self.pid_hex, folder / part_name(self.raw.name, k), folder, "json", self.formats, (k, count))
+            for k in range(count)
+        ]
 
     def to_dict(self) -> dict:
         """The task as JSON data, for a worker process (see :func:`from_dict`)."""
@@ -68,16 +87,25 @@ class Task:
             "out_dir": str(self.out_dir),
             "export": self.export,
             "formats": list(self.formats),
+            "part": list(self.part) if self.part else None,
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> Task:
+        part = data.get("part")
         return cls(
-            data["pid_hex"], Path(data["raw"]), Path(data["out_dir"]), data["export"], tuple(data["formats"])
+            data["pid_hex"],
+            Path(data["raw"]),
+            Path(data["out_dir"]),
+            data["export"],
+            tuple(data["formats"]),
+            (int(part[0]), int(part[1])) if part else None,
         )
 
     def outputs(self) -> list[str]:
-        """The artifact names this task writes."""
+        """The artifact names this task writes (a part: its spool file beside the raw data)."""
+        if self.part:
+            return [spool_name(self.raw.name)]
         if self.export == "json":
             return [artifact_name(self.pid_hex, "trace_json")]
         names = [artifact_name(self.pid_hex, "perfetto")] if "perfetto" in self.formats else []
@@ -96,6 +124,16 @@ class Outcome:
     cancelled: bool = False
     #: ``errno`` of the write that failed (ENOSPC, EDQUOT: a full disk), where one did.
     errno: int | None = None
+
+
+def part_name(raw_name: str, number: int) -> str:
+    """``.part1.iket.data.json``: the raw manifest that keeps launch ``number`` alone."""
+    return f".part{number}.{raw_name}"
+
+
+def spool_name(part: str) -> str:
+    """``.part1.iket.data.out``: where a part's JSON export is spooled before the merge."""
+    return part.rsplit(".", 1)[0] + ".out"
 
 
 def find_raw(capture_dir: Path) -> list[tuple[str, Path]]:

@@ -25,7 +25,7 @@ class _LoggedProgress(pool.Progress):
         task = outcome.task
         verdict = f"failed: {outcome.error}" if outcome.error else f"in {outcome.seconds:.2f} s"
         verdict = "cancelled" if outcome.cancelled else verdict
-        self.transcript.line(f"[iket] decoded pid {task.pid_hex} {task.export} {verdict}")
+        self.transcript.line(f"[iket] decoded pid {task.pid_hex} {task.export}{task.which_launch} {verdict}")
 
 
 class Decoded:

@@ -47,7 +47,8 @@ def _decode(
 ) -> tuple[dict[str, Any], list[Outcome], list[tuple[str, str]]]:
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
-    for task in tasks:  # what a decode that was killed (kill -9) left half-written
+    # what a decode that was killed (kill -9) left half-written, whatever formats it was making
+    for task in tasks_mod.plan(capture_dir, list(FORMATS)):
         for leftover in pool.partials(task):
             leftover.unlink(missing_ok=True)
     had_json = frozenset(p.name for p in capture_dir.glob(trace_glob()))

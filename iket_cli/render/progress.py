@@ -280,6 +280,16 @@ class DecodeProgress(Progress):
         self.quiet = quiet
         self.fancy = not quiet and fancy_allowed(sys.stderr)
         self._rows: dict[Any, Any] = {}
+        self._weights: dict[Task, int] = {}
+        self._done: list[Task] = []
+        self._began = time.monotonic()
+
+    def planned(self, units: list[Task]) -> None:
+        """Each decode weighs its raw bytes: the time left is estimated from those done."""
+        self._weights = {unit: max(1, unit.memory) for unit in units}
+        self._began = time.monotonic()
+        if self.fancy and len(units) > 1:
+            self._rows["all"] = self._progress.add_task(f"decoding: 0 of {len(units)}", total=len(units))
 
     def __enter__(self) -> DecodeProgress:
         if self.fancy:
@@ -301,6 +311,8 @@ class DecodeProgress(Progress):
 
     @staticmethod
     def _label(task: Task) -> str:
+        if task.part:
+            return f"pid {task.pid_hex} json{task.which_launch}"
         export = (
             "json"
             if task.export == "json"
@@ -319,6 +331,13 @@ class DecodeProgress(Progress):
         verdict = f"failed: {outcome.error}" if outcome.error else f"done in {outcome.seconds:.1f} s"
         if outcome.cancelled:  # stopped by an interrupt: the interrupt itself is reported
             verdict = "cancelled"
+        elif outcome.task in self._weights and len(self._weights) > 1:
+            self._done.append(outcome.task)
+            verdict += f" ({self._count_line()})"
+            if "all" in self._rows:
+                self._progress.update(
+                    self._rows["all"], completed=len(self._done), description=self._count_line()
+                )
         if self.fancy:
             self._progress.update(
                 self._rows[outcome.task],
@@ -327,6 +346,20 @@ class DecodeProgress(Progress):
             )
         elif not self.quiet or outcome.error:
             _say(f"iket: {label} {verdict}")
+
+    def _count_line(self) -> str:
+        """``2 of 5 decodes done, about 14 s left``."""
+        done = sum(self._weights[t] for t in self._done)
+        left = time_left(time.monotonic() - self._began, done, sum(self._weights.values()))
+        text = f"{len(self._done)} of {len(self._weights)} decodes done"
+        return text + (f", about {left:.0f} s left" if left else "")
+
+
+def time_left(elapsed: float, done: float, total: float) -> float | None:
+    """Seconds left if the rest goes as fast as what is done (by weight); None before any."""
+    if done <= 0 or done >= total:
+        return None
+    return elapsed * (total - done) / done
 
 
 class PrefixReporter(Reporter):

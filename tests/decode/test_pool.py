@@ -121,3 +121,36 @@ def test_an_interrupt_in_the_callers_own_work_stops_the_workers(tmp_path, monkey
     assert all(proc.poll() is not None for proc in running), "the workers were stopped"
     assert not [p for t in planned for p in pool.partials(t) if p.exists()], "no half-written file"
     assert not list(folder.glob("iket_pid_*")), "nothing published"
+
+
+class Recorder(pool.Progress):
+    """What the pool reports, and the most units it had running at once."""
+
+    def __init__(self) -> None:
+        self.labels, self.running, self.most = [], 0, 0
+
+    def started(self, task):
+        self.labels.append((task.pid_hex, task.export, task.part))
+        if task.part:
+            self.running += 1
+            self.most = max(self.most, self.running)
+
+    def finished(self, outcome):
+        if outcome.task.part:
+            self.running -= 1
+
+
+@pytest.mark.parametrize(("name", "pid", "launches"), [("multi", "0x23f", 4), ("warp_multi", "0x7c4", 27)])
+def test_the_launches_of_one_process_decode_side_by_side(tmp_path, monkeypatch, name, pid, launches):
+    """Each launch in a worker of its own, at most --jobs at once, merged to run-iket's bytes."""
+    monkeypatch.setattr(pool, "INLINE_BYTES", -1)  # workers, as for a big capture
+    folder = kept(tmp_path, name)
+    progress = Recorder()
+    (outcome,) = pool.run(tasks.plan(folder, ["json"]), jobs=3, progress=progress)
+    assert outcome.error is None and outcome.written == [f"iket_pid_{pid}.trace.json"]
+    parts = sorted(part for _, _, part in progress.labels if part)
+    assert parts == [(k, launches) for k in range(launches)], "every launch was a task of its own"
+    assert 1 < progress.most <= 3, "side by side, within --jobs"
+    name_json = f"iket_pid_{pid}.trace.json"
+    assert (folder / name_json).read_bytes() == (FIXTURES / name / name_json).read_bytes()
+    assert sorted(p.name for p in (folder / "iket" / f"pid_{pid}").iterdir() if p.name.startswith(".")) == []

@@ -22,6 +22,21 @@ from conftest import FIXTURES
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
 
+
+@pytest.fixture(autouse=True)
+def no_job_left_queued():
+    """After each test, even a failed one: cancel what it left in Slurm's queue (iket's jobs)."""
+    yield
+    listed = subprocess.run(["squeue", "--noheader", "-o", "%i %j"], capture_output=True, text=True).stdout
+    left = [
+        line.split()[0]
+        for line in listed.splitlines()
+        if line.split()[1:2] and line.split()[1].startswith("iket:")
+    ]
+    if left:
+        subprocess.run(["scancel", *left], check=False)
+
+
 #: A workload that sleeps for the seconds in $NAP_FILE (else $NAP), in both passes.
 NAP = (
     "import os, pathlib, time\n"
@@ -223,3 +238,28 @@ def test_jobs_of_a_killed_run_are_cancelled_by_the_next(harness):
     assert "cancelled 1 Slurm job(s) left in the queue by an earlier iket run" in result.stderr
     assert queued([left]) == []
     assert manifest(harness)["jobs"][0]["status"] == "ok"
+
+
+def test_a_node_failure_is_reported_with_slurms_state(harness):
+    """The node goes down under a running job (as a failed node does): Slurm ends the job
+    NODE_FAIL, and iket says so rather than calling it the workload's failure."""
+    # --no-requeue: by default Slurm requeues a job whose node failed, and iket waits for its rerun
+    configure(harness, job("victim", NAP="300", slurm='extra = ["--no-requeue"]'))
+    started = harness.start("run")
+    slurm_id(started, "victim", "running")
+    node = socket.gethostname().split(".")[0]
+    try:
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=iket-test"], check=True
+        )
+        result = started.finish(120)
+    finally:
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False)
+    harness.check(result, 1, "1 of 1 job(s) failed", folder=harness.work / "runs")
+    (entry,) = manifest(harness)["jobs"]
+    assert entry["status"] == "failed" and entry["slurm"]["state"] == "NODE_FAIL"
+    assert entry["error"].startswith("the job's node failed")
+    deadline = time.monotonic() + 30
+    while "idle" not in subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True).stdout:
+        assert time.monotonic() < deadline, "the node came back"
+        time.sleep(0.5)

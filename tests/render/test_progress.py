@@ -41,3 +41,31 @@ def test_the_phase_line_is_the_manifests():
         progress.phase_line(record)
         == "phases: tracker pass 9.67 s · capture pass 7.97 s (of 18.22 s, manifest.json)"
     )
+
+
+def test_the_time_left_is_estimated_from_the_decodes_done():
+    assert progress.time_left(10.0, 1, 4) == 30.0, "a quarter done in 10 s: 30 s to go"
+    assert progress.time_left(10.0, 0, 4) is None and progress.time_left(10.0, 4, 4) is None
+
+
+def test_decode_progress_counts_the_launches_of_a_split_export(tmp_path, capsys):
+    from pathlib import Path
+
+    from iket_cli.decode.tasks import Outcome, Task
+
+    whole = Task("0x2b5", Path(tmp_path / "iket.data.json"), tmp_path, "json", ("json",))
+    parts = whole.parts(2)
+    shown = progress.DecodeProgress(quiet=False)
+    with shown:
+        shown.planned(parts)
+        shown.started(whole)
+        for part in parts:
+            shown.started(part)
+            shown.finished(Outcome(part, 1.0))
+        shown.finished(Outcome(whole, 2.0))
+    lines = capsys.readouterr().err.splitlines()
+    assert "iket: decoding pid 0x2b5 json launch 2 of 2..." in lines
+    first = "iket: pid 0x2b5 json launch 1 of 2 done in 1.0 s (1 of 2 decodes done, about "
+    assert lines[2].startswith(first)
+    assert lines[4] == "iket: pid 0x2b5 json launch 2 of 2 done in 1.0 s (2 of 2 decodes done)"
+    assert lines[5] == "iket: pid 0x2b5 json done in 2.0 s", "the merge is not a decode of its own"
