@@ -8,8 +8,10 @@
 # the binaries and plugins come from that prefix and slurm.conf goes to $SLURM_PREFIX/etc/slurm
 # (export SLURM_CONF to it for the clients); SLURM_GPUS=N gives the node N GPUs (gres).
 # The node has no GPUs; it offers 4x the machine's CPUs (the tests' jobs mostly sleep), and
-# Slurm checks time limits with little slack (KillWait=5, OverTimeLimit=0) so that a test of a
-# job past its limit takes about a minute, not three.
+# Slurm ends a job at its time limit without slack (OverTimeLimit=0) so that a test of a job past
+# its limit takes about a minute, not three; KillWait is Slurm's default 30 s (iket in a job
+# stopped by SIGTERM has that long to keep its evidence before SIGKILL: under load it can take
+# more than a few seconds).
 set -euo pipefail
 action=${1:-start}
 prefix=${SLURM_PREFIX:-}
@@ -68,7 +70,7 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 MinJobAge=600
-KillWait=5
+KillWait=30
 OverTimeLimit=0
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from ..capture import runiket, sysinfo
@@ -25,10 +26,13 @@ from ..model import artifacts, labels
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
 from ..model.vocab import (
+    DAG_SUFFIX,
+    DUMP_DIR_ENV,
     INSTRUMENTED,
     JSON_PER_RAW_BYTE,
     LOG_NAME,
     PROCS_NAME,
+    ROLES_NAME,
     STATS_NAME,
     WARP_TRACE,
     formats_for,
@@ -47,7 +51,7 @@ class Facts:
     postprocess_s: float | None = None
     overhead: dict[str, Any] | None = None
     drift: list[str] = field(default_factory=list)
-    annotations: dict[str, Any] | None = None  # what CuTe DSL wrote beside the trace (profile._collect)
+    annotations: dict[str, Any] | None = None  # what CuTe DSL wrote beside the trace (collect_annotations)
     repeats: list | None = None  # --repeat N: pipeline.repeats.Repeat, repeat 1 first
 
     @classmethod
@@ -167,3 +171,28 @@ def _append_log(capture, lines: Iterable[str]) -> None:
         with open(capture / LOG_NAME, "a", encoding="utf-8", errors="replace") as log:
             log.write("# (written after a full disk made room)\n")
             log.writelines(line + "\n" for line in lines)
+
+
+def collect_annotations(plan: Plan, staging: Staging, since: float) -> dict[str, Any] | None:
+    """CuTe DSL's ``kernel_symbols.json`` and ``*.iket_dag.json`` that the workload wrote during
+    this capture (into ``CUTE_DSL_DUMP_DIR`` or its working directory), copied into the capture;
+    ``--roles FILE`` wins over a ``kernel_symbols.json`` found."""
+    folders = [plan.cwd]
+    if plan.env.get(DUMP_DIR_ENV):
+        folders.insert(0, plan.cwd / plan.env[DUMP_DIR_ENV])
+    found: dict[str, Path] = {}
+    for folder in folders:
+        for path in [folder / ROLES_NAME, *sorted(folder.glob(f"*{DAG_SUFFIX}"))]:
+            if path.name not in found and path.is_file() and path.stat().st_mtime >= since - 1:
+                found[path.name] = path
+    if plan.options.roles is not None:
+        found[ROLES_NAME] = Path(plan.options.roles)
+    if not found:
+        return None
+    for name, path in found.items():
+        shutil.copyfile(path, staging.capture_dir / name)
+    return {
+        "roles": ROLES_NAME if ROLES_NAME in found else None,
+        "dags": sorted(name for name in found if name.endswith(DAG_SUFFIX)),
+        "sources": {name: str(path) for name, path in found.items()},
+    }

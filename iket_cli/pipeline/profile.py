@@ -27,20 +27,26 @@ from ..capture import filesystem, outdir, passes, runiket, spawn, trackers, tree
 from ..capture.events import Reporter
 from ..capture.passes import Transcript
 from ..capture.plan import Options, Plan, coerce_target, resolve
+from ..capture.runner import sigterm_as_exception
 from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
 from ..capture.watchdog import Watchdog
 from ..decode import export
-from ..errors import CaptureError, CaptureInterrupted, CaptureKilled, CaptureTimeout, IketError
+from ..errors import (
+    CaptureError,
+    CaptureInterrupted,
+    CaptureKilled,
+    CaptureTimeout,
+    IketError,
+    Terminated,
+    signal_of,
+)
 from ..model import artifacts
 from ..model import manifest as manifest_mod
 from ..model.vocab import (
-    DAG_SUFFIX,
-    DUMP_DIR_ENV,
     INTERMEDIATES,
     LOG_NAME,
     OVERHEAD_DIR,
-    ROLES_NAME,
     artifacts_for,
     formats_for,
 )
@@ -93,24 +99,35 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
     ``cancel``, set from another thread, stops the capture as a Ctrl-C would (``iket run``).
     """
     started = time.monotonic()
-    with outdir.Lock(plan.output_dir):
-        _remove_stale(plan.output_dir, reporter)
-        try:
-            return _staged(plan, reporter, cancel, started)
-        except reuse.StaleTracker as stale:
-            missed = trackers.discard(plan.tracker, plan.env)
-            again = (
-                "it will not be reused for this command again (its kernels seem to compile anew each run)"
-                if missed >= trackers.MAX_MISSES
-                else "this capture's tracker pass replaces it in the cache"
-            )
-            reporter.warn(
-                f"the cached tracker pass does not fit this capture ({stale}); capturing again, "
-                "with a tracker pass",
-                f"nothing to do: {again}; --tracker fresh skips the cache",
-            )
-            fresh = trackers.Tracker(trackers.FRESH, key=plan.tracker.key, rerun=str(stale))
-            return _staged(replace(plan, tracker=fresh), reporter, cancel, started)
+    try:
+        # SIGTERM outside a pass (a scheduler's stop, Slurm's scancel, while iket sets up or
+        # publishes) unwinds as Ctrl-C does: the staging folder and the lock are removed
+        with sigterm_as_exception(), outdir.Lock(plan.output_dir):
+            return _locked(plan, reporter, cancel, started)
+    except (KeyboardInterrupt, Terminated) as signalled:
+        raise CaptureInterrupted.by(
+            signal_of(signalled), " outside the capture passes; its staging folder was removed", phase="setup"
+        ) from None
+
+
+def _locked(plan: Plan, reporter: Reporter, cancel: threading.Event | None, started: float) -> Capture:
+    _remove_stale(plan.output_dir, reporter)
+    try:
+        return _staged(plan, reporter, cancel, started)
+    except reuse.StaleTracker as stale:
+        missed = trackers.discard(plan.tracker, plan.env)
+        again = (
+            "it will not be reused for this command again (its kernels seem to compile anew each run)"
+            if missed >= trackers.MAX_MISSES
+            else "this capture's tracker pass replaces it in the cache"
+        )
+        reporter.warn(
+            f"the cached tracker pass does not fit this capture ({stale}); capturing again, "
+            "with a tracker pass",
+            f"nothing to do: {again}; --tracker fresh skips the cache",
+        )
+        fresh = trackers.Tracker(trackers.FRESH, key=plan.tracker.key, rerun=str(stale))
+        return _staged(replace(plan, tracker=fresh), reporter, cancel, started)
 
 
 def _staged(plan: Plan, reporter: Reporter, cancel: threading.Event | None, started: float) -> Capture:
@@ -180,7 +197,9 @@ def _capture(
             if failure is not None:
                 raise failure
             misfit = reuse.misfit(plan, staging)
-            facts = replace(facts, annotations=_collect(plan, staging, facts.started.timestamp()))
+            facts = replace(
+                facts, annotations=attempt.collect_annotations(plan, staging, facts.started.timestamp())
+            )
             decoded = Decoded(transcript, formats, cancel)
             decoded(staging.capture_dir)
             facts = replace(facts, postprocess_s=decoded.seconds)
@@ -302,31 +321,6 @@ def _overhead(
     if plan.options.keep and plain.is_dir():
         os.replace(plain, staging.capture_dir / OVERHEAD_DIR)
     return record
-
-
-def _collect(plan: Plan, staging: Staging, since: float) -> dict[str, Any] | None:
-    """CuTe DSL's ``kernel_symbols.json`` and ``*.iket_dag.json`` that the workload wrote during
-    this capture (into ``CUTE_DSL_DUMP_DIR`` or its working directory), copied into the capture;
-    ``--roles FILE`` wins over a ``kernel_symbols.json`` found."""
-    folders = [plan.cwd]
-    if plan.env.get(DUMP_DIR_ENV):
-        folders.insert(0, plan.cwd / plan.env[DUMP_DIR_ENV])
-    found: dict[str, Path] = {}
-    for folder in folders:
-        for path in [folder / ROLES_NAME, *sorted(folder.glob(f"*{DAG_SUFFIX}"))]:
-            if path.name not in found and path.is_file() and path.stat().st_mtime >= since - 1:
-                found[path.name] = path
-    if plan.options.roles is not None:
-        found[ROLES_NAME] = Path(plan.options.roles)
-    if not found:
-        return None
-    for name, path in found.items():
-        shutil.copyfile(path, staging.capture_dir / name)
-    return {
-        "roles": ROLES_NAME if ROLES_NAME in found else None,
-        "dags": sorted(name for name in found if name.endswith(DAG_SUFFIX)),
-        "sources": {name: str(path) for name, path in found.items()},
-    }
 
 
 def _drift(staging: Staging, transcript: Transcript) -> list[str]:

@@ -109,6 +109,7 @@ def test_a_suite_with_a_failure_a_time_limit_and_an_scancel(harness):
     )
     started = harness.start("run", "--junit", "junit.xml")
     victim = slurm_id(started, "victim", "running")
+    wait_for_file_text(harness.work / "runs" / ".iket-slurm" / "victim.log", "[victim] iket: tracker")
     subprocess.run(["scancel", victim], check=True)
     result = started.finish(240)
     harness.check(result, 1, "2 of 5 job(s) failed, 1 cancelled", folder=harness.work / "runs")
