@@ -5,7 +5,7 @@ On a GPU machine (TIRx + run-iket: ``source .gpu/gpu-env.sh``)::
     python3 bench/bench_scaling.py --iters 64,256,512 --launches 3 --json docs/gpu/bench_scaling.json
     python3 bench/bench_scaling.py --plot docs/gpu/bench_scaling.json --png docs/scaling.png   # anywhere
 
-``bench/workloads/big_kernel.py`` (132 CTAs x 12 warps, a ``body`` range around ITERS ``iter``
+``tests/fixtures/workloads/big_kernel.py`` (132 CTAs x 12 warps, a ``body`` range around ITERS ``iter``
 ranges with a ``half`` mark each, LAUNCHES launches: GRID*BLOCK/32*(2*ITERS+1)*LAUNCHES events)
 is captured by both tools, interleaved, once per size. The post-processing seconds are the wall
 time less the two workload passes (run-iket's ``--enable-stats``; iket's manifest phases).
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD = ROOT / "bench" / "workloads" / "big_kernel.py"
+WORKLOAD = ROOT / "tests" / "fixtures" / "workloads" / "big_kernel.py"
 GRID, BLOCK = 132, 384
 
 
