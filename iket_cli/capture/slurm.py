@@ -83,6 +83,8 @@ class SlurmJob:
     #: The batch script's exit status, and the signal that ended it (0 if none).
     exit_code: int | None = None
     signal: int = 0
+    #: How often Slurm requeued the job (a node failure, a preemption): it ran that many times more.
+    restarts: int = 0
 
     @property
     def phase(self) -> str:
@@ -104,6 +106,7 @@ class SlurmJob:
             "exit_code": self.exit_code,
             "signal": self.signal or None,
             "node": self.node,
+            "restarts": self.restarts,
             "submitted_at": self.submitted,
             "started_at": self.started,
             "ended_at": self.ended,
@@ -199,6 +202,7 @@ def details(job: SlurmJob) -> SlurmJob:
     job.started = _clean(fields.get("StartTime", "")) or job.started
     job.ended = _clean(fields.get("EndTime", "")) or job.ended
     job.reason = _clean(fields.get("Reason", "")) or job.reason
+    job.restarts = int(fields["Restarts"]) if fields.get("Restarts", "").isdigit() else job.restarts
     job.exit_code = int(exit_code) if exit_code.isdigit() else None
     job.signal = int(signum) if signum.isdigit() else 0
     return job

@@ -215,6 +215,11 @@ class SlurmExecutor:
                     continue
             elif now.finished:
                 now = slurm.details(now)  # the exit code
+            if now.phase == "pending" and entry.state.phase == "running":  # Slurm put it back
+                self.watcher.note(
+                    f"Slurm requeued {entry.job.name} (job {job_id}: {now.reason or 'requeued'}); "
+                    "iket waits for its rerun"
+                )
             if now.state != entry.state.state or now.node != entry.state.node:
                 self.watcher.changed(entry.job.name, now)
             entry.state = now

@@ -264,3 +264,29 @@ def test_a_node_failure_is_reported_with_slurms_state(harness):
     while "idle" not in subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True).stdout:
         assert time.monotonic() < deadline, "the node came back"
         time.sleep(0.5)
+
+
+def test_a_requeued_job_is_awaited_and_said(harness):
+    """By default Slurm requeues a job whose node failed: iket says so, waits for the rerun,
+    and records how often it ran again."""
+    nap = harness.work / "nap.txt"
+    nap.write_text("300")
+    configure(harness, job("again", NAP_FILE=str(nap)))
+    started = harness.start("run")
+    job_id = slurm_id(started, "again", "running")
+    node = socket.gethostname().split(".")[0]
+    nap.write_text("0")  # the rerun goes straight through
+    try:
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=iket-test"], check=True
+        )
+        started.wait_for("Slurm requeued again", 60)
+    finally:
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False)
+    # Slurm holds a requeued job back for a while (BeginTime); the test need not wait for it
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=False)
+    result = started.finish(240)
+    harness.check(result, 0, folder=harness.work / "runs")
+    (entry,) = manifest(harness)["jobs"]
+    assert entry["status"] == "ok" and entry["slurm"]["state"] == "COMPLETED"
+    assert entry["slurm"]["restarts"] >= 1
