@@ -5,8 +5,10 @@ the tasks run in parallel, each small one in this process and each large one in 
 process of its own (``python -m iket_cli.decode.worker``), so a decoder that crashes on a
 corrupt capture fails that task alone. The JSON export of a process with several launches
 is split: each launch is exported by a worker of its own, side by side with every other
-task, and the parts are merged (:mod:`.splitjson`) once the last one ends. ``jobs`` bounds
-the decodes running at once, parts and merges included. An interrupt kills the workers,
+task, and each part is merged (:mod:`.splitjson`) in launch order as soon as it and those
+before it are done. ``jobs`` bounds the decodes running at once, parts and merges included
+(keep256's JSON, 2 launches, 2-core machine: ``-j 2`` 0.70x of ``-j 1``, 0.61x of run-iket's
+export; H200 16 cores: 0.85x; docs/benchmarks.md). An interrupt kills the workers,
 removes their half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
 """
 

@@ -121,9 +121,7 @@ class SlurmExecutor:
         try:
             with sigterm_as_exception():
                 while waiting or active:
-                    while (
-                        waiting and stop_reason is None and (self.limit is None or len(active) < self.limit)
-                    ):
+                    while waiting and stop_reason is None and self._room(active):
                         entry = self._submit(waiting.pop(0))
                         active[entry.state.job_id] = entry
                         self._ledger(active)
@@ -157,7 +155,12 @@ class SlurmExecutor:
             self.watcher.close()
         return results
 
+    def _table(self, job: Job) -> dict[str, Any]:
+        """The job's ``[slurm]`` keys: its own ``slurm`` table over the top-level one."""
+        return {**self.config.defaults.get("slurm", {}), **job.options.get("slurm", {})}
+
     def _room(self, active: dict[str, _Entry]) -> bool:
+        """Whether ``--jobs N`` lets one more job into the queue."""
         return self.limit is None or len(active) < self.limit
 
     def _submit(self, job: Job) -> _Entry:
@@ -166,15 +169,15 @@ class SlurmExecutor:
         log = self.folder / f"{job.name}.log"
         result.unlink(missing_ok=True)
         script.write_text(self._script(job), encoding="utf-8")
-        table = {**self.config.defaults.get("slurm", {}), **job.options.get("slurm", {})}
-        job_id = slurm.submit(script, slurm.options(table), cwd=Path.cwd(), log=log, name=f"iket:{job.name}")
+        options = slurm.options(self._table(job))
+        job_id = slurm.submit(script, options, cwd=Path.cwd(), log=log, name=f"iket:{job.name}")
         state = slurm.SlurmJob(job_id, "PENDING")
         self.watcher.changed(job.name, state)
         return _Entry(job, state, result, log)
 
     def _script(self, job: Job) -> str:
         """The batch script: this iket, on the node, capturing the one job into the root."""
-        python = self.config.defaults.get("slurm", {}).get("python") or sys.executable
+        python = self._table(job).get("python") or sys.executable
         argv = [
             python,
             "-m",
