@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import threading
 import time
@@ -46,3 +47,16 @@ def measure(cmd: list[str], env: dict, capture: bool = False) -> tuple[float, in
     if proc.returncode != 0:
         raise SystemExit(f"{cmd} failed: {err.decode()[-2000:]}")
     return seconds, peak, (stdout or b"").decode()
+
+
+def ratio_table(results: dict[str, list[tuple[float, int]]], base: str, label: str) -> None:
+    """Print each command's runs, median wall time and peak RSS, and both as ratios to ``base``."""
+    base_s = statistics.median(s for s, _ in results[base])
+    base_m = statistics.median(m for _, m in results[base])
+    print(f"| {label} | runs (s) | median (s) | vs {base} | peak RSS (MB) | vs {base} |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, values in results.items():
+        s = statistics.median(v for v, _ in values)
+        m = statistics.median(v for _, v in values)
+        runs = ", ".join(f"{v:.2f}" for v, _ in values)
+        print(f"| {name} | {runs} | {s:.2f} | {s / base_s:.2f}x | {m / 1e6:.0f} | {m / base_m:.2f}x |")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -27,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import measure  # noqa: E402
+from _measure import measure, ratio_table  # noqa: E402
 from bench_trace import keep256  # noqa: E402
 
 QUERY = "SELECT sm, name, avg(duration_ns) AS mean_ns, count(*) AS n FROM ranges GROUP BY ALL ORDER BY sm"
@@ -79,16 +78,8 @@ def main() -> int:
         order = list(cmds.items())
         for name, cmd in order if run % 2 == 0 else order[::-1]:
             results[name].append(measure(cmd, env)[:2])
-    show_s = statistics.median(s for s, _ in results["iket show"])
-    show_m = statistics.median(m for _, m in results["iket show"])
     print(f"trace: {trace} ({trace.stat().st_size / 1e6:.0f} MB); export rows as json.load counts: {counts}")
-    print("| command | runs (s) | median (s) | vs iket show | peak RSS (MB) | vs iket show |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, values in results.items():
-        s = statistics.median(v for v, _ in values)
-        m = statistics.median(v for _, v in values)
-        runs = ", ".join(f"{v:.2f}" for v, _ in values)
-        print(f"| {name} | {runs} | {s:.2f} | {s / show_s:.2f}x | {m / 1e6:.0f} | {m / show_m:.2f}x |")
+    ratio_table(results, "iket show", "command")
     if args.json:
         args.json.write_text(json.dumps({"runs": results, "rows": counts}, indent=2))
     return 0

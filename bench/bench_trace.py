@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import measure  # noqa: E402
+from _measure import measure, ratio_table  # noqa: E402
 
 PLAIN = r"""
 import json, sys, math
@@ -106,16 +106,8 @@ def main() -> int:
             outputs[name] = sorted(out.splitlines())
     if outputs["json.load"] != outputs["iket"]:
         raise SystemExit("the two summaries differ:\n" + "\n".join(outputs["json.load"][:5]))
-    base_s = statistics.median(s for s, _ in results["json.load"])
-    base_m = statistics.median(m for _, m in results["json.load"])
     print(f"trace: {path} ({path.stat().st_size / 1e6:.0f} MB); summaries identical")
-    print("| load + summary | runs (s) | median (s) | ratio | peak RSS (MB) | ratio |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, values in results.items():
-        s = statistics.median(v for v, _ in values)
-        m = statistics.median(v for _, v in values)
-        runs = ", ".join(f"{v:.2f}" for v, _ in values)
-        print(f"| {name} | {runs} | {s:.2f} | {s / base_s:.2f}x | {m / 1e6:.0f} | {m / base_m:.2f}x |")
+    ratio_table(results, "json.load", "load + summary")
     diffs = [
         measure([sys.executable, "-m", "iket_cli", "diff", str(path), str(path), "--format", "json"], env)[:2]
         for _ in range(args.runs)

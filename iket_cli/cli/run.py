@@ -116,12 +116,12 @@ def command(
 
     cfg = config_mod.load(config_path)
     jobs = cfg.select(list(names))
-    overrides = {"output": output, "postprocess": postprocess, "timeout": timeout, "keep": keep}
+    overrides = {"postprocess": postprocess, "timeout": timeout, "keep": keep}
+    root = output or cfg.output
     if job_result is not None:  # inside a Slurm allocation: one job, its result for the submitter
-        return _one_job(cfg, jobs, overrides, job_result, quiet)
+        return _one_job(cfg, jobs, root, overrides, job_result, quiet)
     if baseline is not None:
         diff_mod.parse_thresholds(fail_over)  # a bad threshold is a usage error before anything runs
-    root = output or cfg.output
     kept = None
     if rerun_failed:
         jobs, kept = jobs_mod.rerun_selection(root, jobs)
@@ -136,6 +136,7 @@ def command(
         executor=jobs_mod.executor_for(
             kind,
             cfg,
+            root,
             overrides,
             workers=workers,
             reporter_for=lambda name: PrefixReporter(name, quiet),
@@ -177,7 +178,7 @@ def command(
     return 0
 
 
-def _one_job(cfg, jobs, overrides: dict, result_path: Path, quiet: bool) -> int:
+def _one_job(cfg, jobs, root: Path, overrides: dict, result_path: Path, quiet: bool) -> int:
     """``iket run --job-result FILE NAME``: what a Slurm batch script runs on its node."""
     from ..errors import UsageError
     from ..pipeline.job import run_for_submitter
@@ -185,4 +186,4 @@ def _one_job(cfg, jobs, overrides: dict, result_path: Path, quiet: bool) -> int:
 
     if len(jobs) != 1:
         raise UsageError("--job-result takes exactly one job name")
-    return run_for_submitter(cfg, jobs[0], overrides, result_path, PrefixReporter(jobs[0].name, quiet))
+    return run_for_submitter(cfg, jobs[0], root, overrides, result_path, PrefixReporter(jobs[0].name, quiet))

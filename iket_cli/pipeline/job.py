@@ -123,11 +123,11 @@ def run_job(
     )
 
 
-def run_for_submitter(config: Config, job: Job, overrides: dict, result_path: Path, reporter) -> int:
-    """Run ``job`` here and write its result to ``result_path`` for the ``iket run`` that
-    submitted it (a Slurm batch script's one command); the exit status is Slurm's verdict."""
-    overrides = dict(overrides)
-    root = Path(overrides.pop("output", None) or config.output)
+def run_for_submitter(
+    config: Config, job: Job, root: Path, overrides: dict, result_path: Path, reporter
+) -> int:
+    """Run ``job`` into ``root`` and write its result to ``result_path`` for the ``iket run``
+    that submitted it (a Slurm batch script's one command); the exit status is Slurm's verdict."""
     result = run_job(config, job, root, overrides, None, reporter)
     result.write(result_path)
     sys.stderr.write(f"iket: {job.name}: {result.status}{f' ({result.error})' if result.error else ''}\n")

@@ -30,17 +30,22 @@ SCHEMA_VERSION = 1
 
 
 def executor_for(
-    name: str, config: Config, overrides: dict[str, Any], *, workers=None, reporter_for=None, watcher=None
+    name: str,
+    config: Config,
+    root: Path,
+    overrides: dict[str, Any],
+    *,
+    workers=None,
+    reporter_for=None,
+    watcher=None,
 ) -> Executor:
-    """The executor called ``name`` (``local`` or ``slurm``) for this run."""
-    root = Path(overrides.get("output") or config.output)
-    rest = {k: v for k, v in overrides.items() if k != "output"}
+    """The executor called ``name`` (``local`` or ``slurm``) for a run into ``root``."""
     if name == "slurm":
         from .slurm import SlurmExecutor
 
         limit = None if workers in (None, "auto") else int(workers)
-        return SlurmExecutor(config, root, rest, limit=limit, watcher=watcher)
-    return LocalExecutor(config, root, rest, workers=workers, reporter_for=reporter_for)
+        return SlurmExecutor(config, root, overrides, limit=limit, watcher=watcher)
+    return LocalExecutor(config, root, overrides, workers=workers, reporter_for=reporter_for)
 
 
 def run(

@@ -290,3 +290,26 @@ def test_a_requeued_job_is_awaited_and_said(harness):
     (entry,) = manifest(harness)["jobs"]
     assert entry["status"] == "ok" and entry["slurm"]["state"] == "COMPLETED"
     assert entry["slurm"]["restarts"] >= 1
+
+
+def test_jobs_n_caps_the_jobs_in_the_queue(harness):
+    configure(harness, job("first"), job("second", replay="multi"))
+    result = harness.run("run", "--jobs", "1", timeout=180)
+    harness.check(result, 0, folder=harness.work / "runs")
+    first, second = (j["slurm"] for j in manifest(harness)["jobs"])
+    assert second["submitted_at"] >= first["ended_at"], "the second was submitted once the first had ended"
+
+
+def test_a_refused_submission_cancels_the_jobs_submitted_before(harness):
+    configure(harness, job("fine", NAP="300"), job("refused", slurm='partition = "no-such-partition"'))
+    result = harness.run("run", timeout=180)
+    harness.check(result, 1, "sbatch refused job iket:refused", folder=harness.work / "runs")
+    assert "; the 1 job(s) submitted before were cancelled" in result.stderr
+    assert "Traceback" not in result.stderr
+    deadline = time.monotonic() + 30  # a cancelled job may still be completing for a moment
+    while (
+        "iket:fine"
+        in subprocess.run(["squeue", "--noheader", "-o", "%j"], capture_output=True, text=True).stdout
+    ):
+        assert time.monotonic() < deadline, "nothing of the run is left queued"
+        time.sleep(0.2)

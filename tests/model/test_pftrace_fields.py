@@ -11,30 +11,12 @@ import json
 
 import pytest
 
-from iket_cli.model.pftrace import _varint
+from iket_cli.model.pftrace import fields
 
 from conftest import FIXTURES
 
 #: TrackEvent fields seen: debug_annotations (4), type (9), track_uuid (11), name (23).
 TRACK_EVENT_FIELDS = {4, 9, 11, 23}
-
-
-def fields(buf: bytes):
-    """(field number, wire type, value) of each field of one protobuf message."""
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _varint(buf, i)
-        elif wire == 1:
-            value, i = buf[i : i + 8], i + 8
-        elif wire == 5:
-            value, i = buf[i : i + 4], i + 4
-        else:
-            size, i = _varint(buf, i)
-            value, i = buf[i : i + size], i + size
-        yield number, wire, value
 
 
 def track_events(data: bytes):
