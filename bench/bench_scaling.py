@@ -40,24 +40,31 @@ def timed(argv: list[str], cwd: Path, env: dict) -> float:
     return seconds
 
 
-def one_size(work: Path, iters: int, launches: int) -> dict:
+def one_size(work: Path, iters: int, launches: int, fmt: str = "all", logs: Path | None = None) -> dict:
     import os
 
     env = {**os.environ, "ITERS": str(iters), "LAUNCHES": str(launches), "PYTHONPATH": str(ROOT)}
     run_iket = shutil.which("run-iket") or "run-iket"
-    raw_argv = [run_iket, "-o", "raw", "--clobber", "profile", "--enable-stats", "--postprocess", "all"]
+    raw_argv = [run_iket, "-o", "raw", "--clobber", "profile", "--enable-stats", "--postprocess", fmt]
     raw = timed([*raw_argv, "--", "python3", "big_kernel.py"], work, env)
     stats = json.loads((work / "raw" / "run-iket.stats.json").read_text())["phases"]
     raw_passes = sum(stats[k]["durationNs"] for k in ("trackerWorkload", "profilingWorkload")) / 1e9
     argv = [sys.executable, "-m", "iket_cli", "profile", "big_kernel.py", "-o", "ours", "--clobber"]
-    ours = timed([*argv, "--postprocess", "all", "--tracker", "fresh", "-q"], work, env)
-    phases = json.loads((work / "ours" / "manifest.json").read_text())["phases"]
+    ours = timed([*argv, "--postprocess", fmt, "--tracker", "fresh", "-q"], work, env)
+    manifest = json.loads((work / "ours" / "manifest.json").read_text())
+    phases = manifest["phases"]
+    if logs:  # iket's manifest and log (each decode's seconds), to see where the time went
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / f"scaling_{iters}_{fmt}.manifest.json").write_text(json.dumps(manifest, indent=1))
+        if manifest.get("log") and (work / "ours" / manifest["log"]).is_file():
+            shutil.copy(work / "ours" / manifest["log"], logs / f"scaling_{iters}_{fmt}.log")
     our_passes = phases["tracker"] + phases["capture"]
     shutil.rmtree(work / "raw")
     shutil.rmtree(work / "ours")
     return {
         "iters": iters,
         "launches": launches,
+        "postprocess": fmt,
         "events": events(iters, launches),
         "run_iket_s": round(raw, 2),
         "iket_s": round(ours, 2),
@@ -92,6 +99,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", default="64,256,512")
     parser.add_argument("--launches", type=int, default=3)
+    parser.add_argument("--postprocess", default="all", help="the formats both tools make (all, json, ..)")
+    parser.add_argument("--logs", type=Path, help="keep iket's manifest and log of each size here")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path, help="draw a JSON written by --json (no GPU needed)")
     parser.add_argument("--png", type=Path, default=ROOT / "docs" / "scaling.png")
@@ -103,7 +112,7 @@ def main() -> int:
     shutil.copy(WORKLOAD, work)
     rows = []
     for iters in map(int, args.iters.split(",")):
-        rows.append(one_size(work, iters, args.launches))
+        rows.append(one_size(work, iters, args.launches, args.postprocess, args.logs))
         print(json.dumps(rows[-1]), flush=True)
     print(
         "| ITERS | events | run-iket (s) | iket (s) | ratio | post run-iket (s) | post iket (s) "

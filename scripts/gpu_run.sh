@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|reuse|repeat|repeatbench|sql|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|reuse|repeat|repeatbench|sql|big|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -82,6 +82,16 @@ if [[ $part == repeat ]]; then  # issue 18: --repeat 5 captures, the rank-test g
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
   tar cJf "$out/gpu-repeat.tar.xz" -C "$keep" --exclude='*.pftrace*' --exclude='*.html' \
     --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
+  exit 0
+fi
+if [[ $part == big ]]; then  # issue 22: big_kernel.py at ITERS=512 LAUNCHES=3, all then json, against run-iket
+  for fmt in ${BIG_FORMATS:-all json}; do
+    echo "== --postprocess $fmt, ITERS=${BIG_ITERS:-512}"
+    python3 bench/bench_scaling.py --iters "${BIG_ITERS:-512}" --launches 3 --postprocess "$fmt" --logs "$keep" \
+      --json "$keep/big_$fmt.json" 2>&1 | tail -3
+    grep -h "decoded\|merged" "$keep"/scaling_*_"$fmt".log 2>/dev/null | tail -8
+  done
+  tar czf "$out/gpu-big.tgz" -C "$keep" .
   exit 0
 fi
 if [[ $part == sql ]]; then  # issue 19, two calls: with .gpu (capture + export), then with .sqlwhl (DuckDB)

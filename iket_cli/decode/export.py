@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import splitjson
-from .tasks import Outcome, Task
+from . import partcols, splitjson
+from .tasks import Outcome, Task, columns_name
 
 GZIP_LEVEL = 6
 
@@ -82,6 +82,8 @@ def _export(task: Task) -> list[str]:
             return [out.name]
     decoder = decoder_cls(str(task.raw))
     try:
+        if task.part:
+            return _export_part(task, decoder)
         if task.export == "json":
             text = decoder.export_decoded_json()
             decoder.close()
@@ -90,6 +92,16 @@ def _export(task: Task) -> list[str]:
     finally:
         decoder.close()
     return _write_perfetto(task, trace)
+
+
+def _export_part(task: Task, decoder) -> list[str]:
+    """One launch of a split JSON export: spooled with what the merge and the report will
+    need of it (its indices; its columns, when the report reads the trace back)."""
+    spooled = task.out_dir / task.outputs()[0]
+    splitjson.spool(decoder, spooled, find_indices=task.part[0] > 0)
+    if partcols.wanted(task.formats):
+        partcols.keep(spooled, spooled.with_name(columns_name(spooled.name)))
+    return task.outputs()
 
 
 def _write_perfetto(task: Task, trace: bytes) -> list[str]:

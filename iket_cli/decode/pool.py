@@ -6,10 +6,13 @@ process of its own (``python -m iket_cli.decode.worker``), so a decoder that cra
 corrupt capture fails that task alone. The JSON export of a process with several launches
 is split: each launch is exported by a worker of its own, side by side with every other
 task, and each part is merged (:mod:`.splitjson`) in launch order as soon as it and those
-before it are done. ``jobs`` bounds the decodes running at once, parts and merges included
-(keep256's JSON, 2 launches, 2-core machine: ``-j 2`` 0.70x of ``-j 1``, 0.61x of run-iket's
-export; H200 16 cores: 0.85x; docs/benchmarks.md). An interrupt kills the workers,
-removes their half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
+before it are done. ``jobs`` bounds the decodes running at once, parts and merges included.
+The merge tells the manifest its counts, and with ``html`` the workers' scanned columns make
+the report's trace (:mod:`.partcols`): the merged file is never read back. keep256's JSON
+(2 launches, 2-core machine): 0.55x of run-iket's export; ITERS=512 on the H200 (3 launches,
+907 MB): ``--postprocess all`` 0.33x, ``json`` 0.57x to 0.61x (docs/benchmarks.md). An
+interrupt kills the workers, removes their half-written files and raises
+:class:`~iket_cli.errors.CaptureInterrupted`.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ..capture import spawn
 from ..capture.runner import Cancelled, sigterm_as_exception, wait_all
 from ..errors import CaptureInterrupted, Terminated, signal_of
-from . import export, splitjson
-from .tasks import DISK_FULL, Outcome, Task, missing_input
+from ..model import artifacts, memo
+from . import export, partcols, splitjson
+from .tasks import DISK_FULL, Outcome, Task, columns_name, indices_name, missing_input, part_leftovers
 
 #: Below this many raw bytes a capture is decoded in-process: spawning costs more than it saves.
 INLINE_BYTES = 4 << 20
@@ -155,29 +159,37 @@ class Decoding:
         out = task.out_dir / task.outputs()[0]
         tmp = export.temporary(out)
         futures = [self.part_pool.submit(self._part, part) for part in parts]
+        columns: list = []  # each part's launch, as its worker scanned it (html only)
         try:
-            with open(tmp, "wb") as handle:
-                merger = splitjson.Merger(handle)
+            with splitjson.Merger(tmp) as merger:
                 for future in futures:
                     done = future.result()
                     if done.cancelled or done.error:
                         for other in futures:
                             other.cancel()
                         return self._part_failed(task, done, start, [f for f in futures if not f.cancelled()])
+                    spooled = done.task.out_dir / done.task.outputs()[0]
                     with self.slots:
-                        merger.add(done.task.out_dir / done.task.outputs()[0])
-                    (done.task.out_dir / done.task.outputs()[0]).unlink()
+                        merger.add(spooled)
+                        columns.append(_columns(spooled))
+                    _remove_spool(done.task)
                 with self.slots:
                     merger.finish()
             os.replace(tmp, out)
+            if merger.counts is not None:
+                artifacts.remember_counts(out, merger.counts)  # the manifest's counts, not a rescan
+            if columns and None not in columns:  # the report's trace, not a read of the file
+                memo.hold(partcols.assemble(out, columns, merger.maps, merger.strings, merger.locations))
         except OSError as error:
             message = f"{error.strerror or error} writing {error.filename or out}"
             return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
+        except ValueError as error:  # a part the merge cannot read (not the decoder's layout)
+            return Outcome(task, time.monotonic() - start, error=f"{task.raw}: merging its launches: {error}")
         finally:
             tmp.unlink(missing_ok=True)
             for part in parts:
-                for path in (part.raw, part.out_dir / part.outputs()[0]):
-                    path.unlink(missing_ok=True)
+                part.raw.unlink(missing_ok=True)
+                _remove_spool(part)
         return Outcome(task, time.monotonic() - start, written=[out.name])
 
     @staticmethod
@@ -281,6 +293,19 @@ class _Workers:
         return Outcome(task, seconds, error=f"{task.raw}: {last}", errno=code)
 
 
+def _columns(spooled):
+    """The launch a part's worker scanned and kept beside its spool, or None."""
+    kept = spooled.with_name(columns_name(spooled.name))
+    return partcols.read(kept) if kept.is_file() else None
+
+
+def _remove_spool(part: Task) -> None:
+    """A merged (or abandoned) part's spool and what was kept beside it."""
+    spooled = part.out_dir / part.outputs()[0]
+    for name in (spooled.name, indices_name(spooled.name), columns_name(spooled.name)):
+        spooled.with_name(name).unlink(missing_ok=True)
+
+
 def _remove_partials(tasks: list[Task]) -> None:
     """Temporary files of killed workers: half-written artifacts and launch parts."""
     for task in tasks:
@@ -291,6 +316,4 @@ def _remove_partials(tasks: list[Task]) -> None:
 def partials(task: Task) -> list:
     """The temporary files a task writes before it renames its artifacts into place."""
     leftovers = [export.temporary(task.out_dir / name) for name in task.outputs()]
-    leftovers += task.raw.parent.glob(f".part*.{task.raw.name}")
-    leftovers += task.raw.parent.glob(f".part*.{task.raw.stem}.out")
-    return leftovers
+    return leftovers + part_leftovers(task.raw)

@@ -1,34 +1,41 @@
 """The JSON export, split by launch and merged back byte for byte.
 
-The decoder's JSON export grows faster than the capture: on keep256 (two launches) the
-whole export took 15.0 s here while each launch alone took 2.8 s, init included. A raw
-capture manifest that keeps one launch decodes on its own, so each decodable launch can
-be exported in parallel and the results merged. The parts differ only in their tables:
-each has its own ``stringTable`` and ``locationTable``, and the whole export's tables are
-those of the first part followed by each later part's new entries, in the order they
-appear. Merging therefore appends new table entries and rewrites the four index fields of
-the later parts' launches (``rangeNameIdx``, ``markerNameIdx``, ``locIdx``,
-``warpLocIdxs``); everything else is copied as bytes. The rewrite is numpy's
-(:func:`remapped`): on keep256's second launch (151 MB, 1.6M indices) 1.8 s against 4.1 to
-5.4 s for a regular expression with a callback per index, and the whole merge 2.7 s against
-5.0 s, its bytes those of the decoder's whole export (2-core machine).
+The decoder's JSON export grows faster than the capture (its memory: keep256's whole export
+peaks at 2.8 GB, each launch alone at 1.4 GB), and one process's launches decode on one core
+each only if they are decoded apart. A raw capture manifest that keeps one launch decodes on
+its own, so each decodable launch is exported by a worker of its own and the results merged.
+The parts differ only in their tables: each has its own ``stringTable`` and
+``locationTable``, and the whole export's tables are those of the first part followed by
+each later part's new entries, in the order they appear. Merging therefore appends new
+table entries and rewrites the four index fields of the later parts' launches
+(``rangeNameIdx``, ``markerNameIdx``, ``locIdx``, ``warpLocIdxs``: :mod:`.jsonindex`);
+everything else is copied as bytes, by the kernel.
 
-:mod:`.pool` runs the launches as decodes of their own, side by side within ``--jobs``, and
-feeds each to a :class:`Merger` in launch order as soon as it and those before it are done:
-keep256's JSON export with ``-j 2`` takes 0.70x of ``-j 1`` and 0.61x of run-iket's (2-core
-machine, docs/benchmarks.md). :func:`export_json` is the sequential form, for small captures
-decoded in the CLI's own process.
+The work is placed where it costs least: a part's worker writes its spool and finds its
+indices while the other launches decode (:func:`spool`); the first part's spool becomes the
+output (renamed, not copied); each later part is rewritten in its own pages and copied onto
+the output by ``copy_file_range`` (:class:`Merger`). keep256 (2-core machine): the merge after
+the last decode takes 0.2 s (1.0 to 1.4 s when the merge read, scanned and wrote each part)
+and ``iket postprocess --format json`` 0.55x of run-iket's (medians of interleaved runs);
+ITERS=512 on the H200: ``--postprocess json`` 0.57x to 0.61x, ``all`` 0.33x
+(docs/benchmarks.md). :func:`export_json` is the sequential form, for small captures decoded
+in the CLI's own process.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
+import os
+import shutil
 from pathlib import Path
 
-from .tasks import part_name, spool_name
+from . import jsonindex
+from .tasks import indices_name, part_name, spool_name
 
-#: Huge strings are written in slices, so a 907 MB JSON export is never held twice.
-WRITE_SLICE = 1 << 26
+#: Huge strings are written in slices, so a 907 MB JSON export is never held twice (and
+#: each slice's encoded copy reuses the memory of the one before: no fresh pages).
+WRITE_SLICE = 1 << 23
 
 _LAUNCHES = b'"launches":['
 _TABLES = b'],"locationTable":'
@@ -65,12 +72,30 @@ def part_manifests(raw: Path) -> list[Path] | None:
     return parts
 
 
-def _split(text: bytes) -> tuple[bytes, bytes, dict]:
-    """(head up to the launches, the launches' bytes, the parsed tail with the tables)."""
-    start = text.index(_LAUNCHES) + len(_LAUNCHES)
-    end = text.rindex(_TABLES)
-    tail = json.loads(b"{" + text[end + 2 :])
-    return text[:start], text[start:end], tail
+def spool(decoder, path: Path, *, find_indices: bool) -> None:
+    """Export one part with ``decoder`` (closed once exported) and write it to ``path``; with
+    ``find_indices`` (a part after the first, whose indices the merge rewrites) also find
+    them and keep them beside it, so the merge does not scan the part again
+    (:mod:`.jsonindex`). The text is encoded a slice at a time and dropped before the
+    indices are found in the file's pages: no second copy of the part is held."""
+    text = decoder.export_decoded_json()
+    decoder.close()
+    with open(path, "w", encoding="utf-8") as handle:
+        write_slices(handle, text)
+    del text
+    if find_indices:
+        with open(path, "rb") as handle, _mapped(handle, write=False) as data:
+            start, end, _ = _bounds(data)
+            found = jsonindex.find(memoryview(data)[start:end])
+        jsonindex.save(found, path.with_name(indices_name(path.name)))
+
+
+def _mapped(handle, *, write: bool) -> mmap.mmap:
+    """The whole file mapped, its pages mapped at once where Linux allows (MAP_POPULATE):
+    they are in the page cache, just written; touching them one by one costs more."""
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+    prot = mmap.PROT_READ | (mmap.PROT_WRITE if write else 0)
+    return mmap.mmap(handle.fileno(), 0, flags=flags, prot=prot)
 
 
 def export_json(raw: Path, out: Path, decoder_class) -> bool:
@@ -93,8 +118,7 @@ def export_json(raw: Path, out: Path, decoder_class) -> bool:
             with open(spool, "w", encoding="utf-8") as handle:
                 write_slices(handle, text)
             del text
-        with open(out, "wb") as handle:
-            merge(spooled, handle)
+        merge(spooled, out)
     finally:
         for path in [*parts, *spooled]:
             path.unlink(missing_ok=True)
@@ -107,42 +131,153 @@ def write_slices(handle, text: str) -> None:
         handle.write(text[start : start + WRITE_SLICE])
 
 
-def merge(parts: list[Path], out) -> None:
-    """Write the whole export, built from single-launch exports (in launch order), to ``out``."""
-    merger = Merger(out)
-    for path in parts:
-        merger.add(path)
-    merger.finish()
+def merge(parts: list[Path], out: Path) -> None:
+    """Write the whole export, built from single-launch exports (in launch order), to ``out``.
+    The parts' spools are consumed: the first becomes ``out``."""
+    with Merger(out) as merger:
+        for path in parts:
+            merger.add(path)
+        merger.finish()
 
 
 class Merger:
     """The merge, one part at a time in launch order: a part is written as soon as it and
-    the parts before it are exported, while later launches are still being decoded."""
+    the parts before it are exported, while later launches are still being decoded.
 
-    def __init__(self, out) -> None:
-        self.out = out
+    The first part's spool becomes the output (renamed, its tables cut off: its launches
+    are the whole export's first bytes, unchanged); each later part's indices are rewritten
+    in its own spool's pages (:func:`.jsonindex.rewrite`) and the kernel copies its
+    launches onto the output (``copy_file_range``), so no part passes through Python's
+    memory unless a number changes its length."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out
+        self.handle = None
+        #: (ranges, markers) of the parts so far, from the indices kept beside them; None
+        #: once a part came without (the trace's readers then count them in the file).
+        self.counts: tuple[int, int] | None = (0, 0)
+        #: Each part's (names, locations): where its table entries sit in the whole's.
+        self.maps: list[tuple[list[int], list[int]]] = []
         self.strings: list = []
         self.locations: list = []
         self.string_at: dict = {}
         self.location_at: dict = {}
         self.tail: dict = {}
-        self.count = 0
+
+    def __enter__(self) -> Merger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()
 
     def add(self, path: Path) -> None:
-        head, body, self.tail = _split(path.read_bytes())
-        name_map = [_index(self.string_at, self.strings, s, s) for s in self.tail["stringTable"]]
-        loc_map = [
+        """Append the launches of the spooled part at ``path`` (and its indices, if kept)."""
+        if self.handle is None:
+            self.counts = _added(self.counts, self._adopt(path))
+            return
+        kept = path.with_name(indices_name(path.name))
+        found = self._append(path, jsonindex.load(kept) if kept.is_file() else None)
+        self.counts = _added(self.counts, found.counts() if found is not None else None)
+
+    def _append(self, path: Path, found: jsonindex.Indices | None) -> jsonindex.Indices | None:
+        """A later part: its launches after a comma, their indices rewritten (by ``found``,
+        returned; None when they do not fit the part and were found again)."""
+        with open(path, "r+b") as source, _mapped(source, write=True) as data:
+            start, end, self.tail = _bounds(data)
+            if found is not None and len(found) and int(found.end.max()) > end - start:
+                found = None  # not this part's: find them again
+            names, locs = self._maps()
+            self.handle.write(b",")
+            if _rewritten(data, start, end, names, locs, found):
+                _copy(source, self.handle, start, end - start)
+            else:  # a number changed its length: the rewritten bytes pass through here
+                self.handle.write(jsonindex.remapped(memoryview(data)[start:end], names, locs, found))
+        return found
+
+    def _adopt(self, path: Path) -> tuple[int, int]:
+        """The first part: its spool, renamed into place, is the output up to its tables;
+        its (ranges, markers), counted in its pages."""
+        with open(path, "rb") as source, _mapped(source, write=False) as data:
+            start, tables_at, self.tail = _bounds(data)
+            counts = jsonindex.count(memoryview(data)[start:tables_at])
+        self._maps()  # the whole export's tables start with the first part's, in order
+        try:
+            os.replace(path, self.path)
+        except OSError:  # another file system: copy it
+            shutil.copyfile(path, self.path)
+        self.handle = open(self.path, "r+b")  # noqa: SIM115 - closed by __exit__
+        self.handle.truncate(tables_at)
+        self.handle.seek(tables_at)
+        return counts
+
+    def _maps(self) -> tuple[list[int], list[int]]:
+        """Where this part's table entries sit in the whole export's tables (new ones
+        appended); kept in :attr:`maps`."""
+        names = [_index(self.string_at, self.strings, s, s) for s in self.tail["stringTable"]]
+        locs = [
             _index(self.location_at, self.locations, _key(loc), loc) for loc in self.tail["locationTable"]
         ]
-        self.out.write(head if self.count == 0 else b",")
-        self.out.write(_remap(body, name_map, loc_map))
-        self.count += 1
+        self.maps.append((names, locs))
+        return names, locs
 
     def finish(self) -> None:
         rest = {key: value for key, value in self.tail.items() if key not in ("locationTable", "stringTable")}
         tables = {"locationTable": self.locations, **rest, "stringTable": self.strings}
         text = json.dumps(dict(sorted(tables.items())), separators=(",", ":"), ensure_ascii=False)
-        self.out.write(b"]," + text[1:].encode("utf-8"))
+        self.handle.write(b"]," + text[1:].encode("utf-8"))
+        self.handle.close()
+        self.handle = None
+
+
+def _bounds(data) -> tuple[int, int, dict]:
+    """(first byte of the launches, the byte after them, the parsed tables) of a part."""
+    start = data.find(_LAUNCHES) + len(_LAUNCHES)
+    end = data.rfind(_TABLES)
+    if start < len(_LAUNCHES) or end < start:
+        raise ValueError("a part of the JSON export is not in the decoder's layout")
+    return start, end, json.loads(b"{" + data[end + 2 :])
+
+
+def _rewritten(data, start: int, end: int, names: list[int], locs: list[int], found) -> bool:
+    """Rewrite the part's indices in its own pages; False (nothing written) when a number
+    would change its length."""
+    if names == list(range(len(names))) and locs == list(range(len(locs))):
+        return True
+    import numpy as np
+
+    body = np.frombuffer(data, np.uint8, count=end - start, offset=start)
+    try:
+        return jsonindex.rewrite(body, names, locs, found)
+    finally:
+        del body  # the mapping closes only once no array points into it
+
+
+def _added(counts: tuple[int, int] | None, more: tuple[int, int] | None) -> tuple[int, int] | None:
+    """``counts`` plus a part's (ranges, markers); None when either is unknown."""
+    if counts is None or more is None:
+        return None
+    return counts[0] + more[0], counts[1] + more[1]
+
+
+def _copy(source, target, offset: int, count: int) -> None:
+    """``count`` bytes of ``source`` from ``offset`` onto the end of ``target``, by the kernel."""
+    target.flush()
+    try:
+        while count:
+            done = os.copy_file_range(source.fileno(), target.fileno(), count, offset)
+            if done <= 0:
+                break
+            offset, count = offset + done, count - done
+        target.seek(0, os.SEEK_END)
+    except OSError:
+        target.seek(0, os.SEEK_END)
+    if count:  # no copy_file_range here (or a short one): the rest by reads
+        source.seek(offset)
+        while count:
+            block = source.read(min(count, WRITE_SLICE))
+            target.write(block)
+            count -= len(block)
 
 
 def _key(location: dict) -> str:
@@ -154,134 +289,3 @@ def _index(index: dict, table: list, key, value) -> int:
         index[key] = len(table)
         table.append(value)
     return index[key]
-
-
-def _remap(body: bytes, names: list[int], locs: list[int]) -> bytes | bytearray:
-    """Rewrite the table indices of one part's launches (see :func:`remapped`)."""
-    if names == list(range(len(names))) and locs == list(range(len(locs))):
-        return body
-    return remapped(body, names, locs)
-
-
-#: The bytes that end each index key: ``Idx":`` (rangeNameIdx, markerNameIdx: the byte before
-#: is ``e``; locIdx: ``c``) and ``Idxs":[`` (warpLocIdxs). No other key of the export holds them.
-_SCALAR, _LIST = b'Idx":', b'Idxs":['
-
-
-def remapped(body: bytes, names: list[int], locs: list[int]) -> bytes | bytearray:
-    """``body`` with every ``rangeNameIdx``/``markerNameIdx`` looked up in ``names`` and every
-    ``locIdx``/``warpLocIdxs`` entry in ``locs``, with numpy, no Python per index.
-
-    The keys are found by their last bytes and their numbers parsed digit by digit, all at
-    once; only the numbers that change are written. One that keeps its number of digits (a
-    reordered table: the usual case) is overwritten in place in one vectorised store; the
-    few whose length changes are spliced in, one slice per number.
-    """
-    import numpy as np
-
-    data = np.frombuffer(body, np.uint8)
-    starts, ends, values, tables = _numbers(data)
-    lookup = [np.asarray(names, np.int64), np.asarray(locs, np.int64)]
-    new = np.empty(len(values), np.int64)
-    for which in (0, 1):
-        chosen = tables == which
-        new[chosen] = lookup[which][values[chosen]]
-    changed = new != values
-    longer = changed & (_lengths(new) != ends - starts)
-    same = changed & ~longer
-    out = bytearray(body)  # the one copy; numpy writes into it
-    lengths = ends[same] - starts[same]
-    np.frombuffer(out, np.uint8)[np.repeat(starts[same], lengths) + _ramp(lengths)] = _digits(new[same])
-    if not longer.any():
-        return bytes(out) if len(out) < (1 << 20) else out
-    spliced = zip(starts[longer].tolist(), ends[longer].tolist(), new[longer].tolist(), strict=True)
-    view, pieces, done = memoryview(out), [], 0
-    for start, end, value in spliced:
-        pieces += [view[done:start], b"%d" % value]
-        done = end
-    pieces.append(view[done:])
-    return b"".join(pieces)
-
-
-def _numbers(data):
-    """(start, end, value, table) of every index number in ``data``, in order; table 0 is
-    the string table, 1 the location table."""
-    import numpy as np
-
-    found = []
-    for key, kind in ((_SCALAR, "scalar"), (_LIST, "list")):
-        at = _find(data, key)
-        first = at + len(key)
-        if kind == "scalar":
-            table = np.where(data[at - 1] == ord("c"), 1, 0)
-            start, end, value = _parse(data, first)
-            found.append((start, end, value, table))
-            continue
-        while len(first):  # the list's entries, one column at a time: [a,b,c]
-            start, end, value = _parse(data, first)
-            has = end > start
-            found.append((start[has], end[has], value[has], np.ones(int(has.sum()), np.int64)))
-            more = has & (data[np.minimum(end, len(data) - 1)] == ord(","))
-            first = end[more] + 1
-    start, end, value, table = (np.concatenate(column) for column in zip(*found, strict=True))
-    order = np.argsort(start, kind="stable")
-    return start[order], end[order], value[order], table[order]
-
-
-def _find(data, key: bytes):
-    """Every position of ``key`` in ``data`` (numpy, by its first byte then the rest)."""
-    import numpy as np
-
-    at = np.flatnonzero(data[: len(data) - len(key) + 1] == key[0])
-    for offset, byte in enumerate(key[1:], start=1):
-        at = at[data[at + offset] == byte]
-    return at
-
-
-def _parse(data, first):
-    """(start, end, value) of the decimal number at each position (end = start when none)."""
-    import numpy as np
-
-    value = np.zeros(len(first), np.int64)
-    end = first.copy()
-    alive = np.ones(len(first), bool)
-    while alive.any():
-        at = np.minimum(end, len(data) - 1)
-        digit = data[at].astype(np.int64) - ord("0")
-        alive &= (end < len(data)) & (digit >= 0) & (digit <= 9)
-        value[alive] = value[alive] * 10 + digit[alive]
-        end[alive] += 1
-    return first, end, value
-
-
-def _lengths(values):
-    """Decimal digits of each non-negative value."""
-    import numpy as np
-
-    lengths = np.ones(len(values), np.int64)
-    bound = 10
-    while (values >= bound).any():
-        lengths += values >= bound
-        bound *= 10
-    return lengths
-
-
-def _digits(values):
-    """The decimal digits of all values, one after another, as ASCII bytes."""
-    import numpy as np
-
-    if not len(values):
-        return np.zeros(0, np.uint8)
-    lengths = _lengths(values)
-    power = np.repeat(lengths, lengths) - 1 - _ramp(lengths)  # the place of each digit
-    number = np.repeat(values, lengths)
-    return ((number // (10**power)) % 10 + ord("0")).astype(np.uint8)
-
-
-def _ramp(lengths):
-    """0, 1, .., n-1 for each n in ``lengths``, one after another."""
-    import numpy as np
-
-    total = int(lengths.sum())
-    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.arange(total) - starts

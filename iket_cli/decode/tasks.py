@@ -131,9 +131,36 @@ def part_name(raw_name: str, number: int) -> str:
     return f".part{number}.{raw_name}"
 
 
+#: What a part of a split JSON export leaves beside the raw data until it is merged: its
+#: spooled export, the table indices its worker found, the columns its worker scanned.
+SPOOL, INDICES, COLUMNS = "out", "idx", "cols"
+
+
 def spool_name(part: str) -> str:
     """``.part1.iket.data.out``: where a part's JSON export is spooled before the merge."""
-    return part.rsplit(".", 1)[0] + ".out"
+    return _beside(part, SPOOL)
+
+
+def indices_name(spool: str) -> str:
+    """``.part1.iket.data.idx``: where a spooled part's table indices are kept for the merge."""
+    return _beside(spool, INDICES)
+
+
+def columns_name(spool: str) -> str:
+    """``.part1.iket.data.cols``: where a spooled part's scanned columns are kept for the report."""
+    return _beside(spool, COLUMNS)
+
+
+def part_leftovers(raw: Path) -> list[Path]:
+    """Everything the parts of ``raw``'s split JSON export may have left beside it."""
+    found = list(raw.parent.glob(f".part*.{raw.name}"))
+    for suffix in (SPOOL, INDICES, COLUMNS):
+        found += raw.parent.glob(f".part*.{raw.stem}.{suffix}")
+    return found
+
+
+def _beside(name: str, suffix: str) -> str:
+    return f"{name.rsplit('.', 1)[0]}.{suffix}"
 
 
 def find_raw(capture_dir: Path) -> list[tuple[str, Path]]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import ManifestError
-from . import payloads
+from . import memo, payloads
 from .vocab import PUSH_POP
 
 _LAUNCH = re.compile(
@@ -104,6 +104,9 @@ def load(path: Path, kinds: tuple[str, ...] = KINDS) -> Trace:
     ``kinds``: the record kinds to read (the others stay empty; a reader of ranges alone
     skips the markers' scan). The general ``json.load`` path reads them all."""
     path = Path(path)
+    known = memo.take(path)
+    if known is not None:
+        return known
     if not path.is_file():
         raise ManifestError(f"trace {path} does not exist", hint="give a capture or a *.trace.json")
     if path.stat().st_size == 0:
@@ -351,8 +354,7 @@ def select(
             continue
         if kernel is not None and not names.matches(kernel, item.kernel):
             continue
-        every = set(item.warps.loc) | set(item.ranges.loc) | set(item.markers.loc)
-        locs = {index for index in every if wanted_loc(index)}
+        locs = _wanted(item, wanted_loc) if located else None
         chosen = Launch(item.kernel, item.grid, item.block, item.grid_id, cluster=item.cluster)
         chosen.ranges = _keep(item.ranges, locs, name_index)
         chosen.markers = _keep(item.markers, locs)
@@ -361,16 +363,34 @@ def select(
     return Trace(trace.path, launches, trace.strings, trace.locations)
 
 
-def _keep(columns: Columns, locs: set[int], name: int | None = None) -> Columns:
-    """The rows located in ``locs`` (and, if given, of that name index)."""
-    rows = [
-        i for i in range(len(columns)) if columns.loc[i] in locs and (name is None or columns.name[i] == name)
-    ]
-    if len(rows) == len(columns):
+def _wanted(launch: Launch, wanted_loc) -> set[int]:
+    """The locations of ``launch``'s records that ``wanted_loc`` keeps."""
+    import numpy as np
+
+    every = np.unique(
+        np.concatenate([np.asarray(c.loc, np.int64) for c in (launch.warps, launch.ranges, launch.markers)])
+    )
+    return {index for index in every.tolist() if wanted_loc(index)}
+
+
+def _keep(columns: Columns, locs: set[int] | None, name: int | None = None) -> Columns:
+    """The rows located in ``locs`` (None: anywhere) and, if given, of that name index;
+    chosen by numpy (a million-record launch: 0.2 s in a Python loop)."""
+    if locs is None and name is None:
         return columns
+    import numpy as np
+
+    mask = np.ones(len(columns), bool)
+    if locs is not None:
+        mask &= np.isin(np.asarray(columns.loc, np.int64), np.asarray(sorted(locs), np.int64))
+    if name is not None:
+        mask &= np.asarray(columns.name, np.int64) == name
+    if mask.all():
+        return columns
+    rows = np.flatnonzero(mask)
     out = Columns()
     for column in fields(Columns):
         source = getattr(columns, column.name)
         if len(source):
-            getattr(out, column.name).extend(source[i] for i in rows)
+            setattr(out, column.name, array(source.typecode, np.asarray(source)[rows].tobytes()))
     return out

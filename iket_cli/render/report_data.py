@@ -78,48 +78,50 @@ def _launch(
 ) -> dict[str, Any]:
     """One launch for the timeline: whole warps, in SM/CTA/warp order, within ``budget``;
     ``sm_of`` maps locations to SMs (:func:`~iket_cli.analysis.launches.sm_ids`)."""
+    import numpy as np
+
     locations = loaded.locations
-    used = set(launch.warps.loc) | set(launch.ranges.loc) | set(launch.markers.loc)
+    r, m, w = launch.ranges, launch.markers, launch.warps
+    rloc, mloc, wloc = (np.asarray(c.loc, np.int64) for c in (r, m, w))
+    used = np.unique(np.concatenate([wloc, rloc, mloc])).tolist()
 
     def where(loc: int) -> tuple:
         info = locations[loc] if 0 <= loc < len(locations) else {}
         return (info.get("smId", -1), tuple(info.get("ctaId", (-1, -1, -1))), info.get("warpId", -1))
 
     order = sorted(used, key=lambda loc: (where(loc), loc))
-    per_row = Counter(launch.ranges.loc) + Counter(launch.markers.loc)  # events per warp
+    per_row = Counter(_counts(rloc)) + Counter(_counts(mloc))  # events per warp
     kept, events = [], 0
     for loc in order:
         if kept and (events + per_row[loc] > budget or len(kept) >= ROW_BUDGET):
             break
         kept.append(loc)
         events += per_row[loc]
-    row_of = {loc: row for row, loc in enumerate(kept)}
-    r, m, w = launch.ranges, launch.markers, launch.warps
-    starts = [min(c) for c in (w.start, r.start, m.start) if len(c)]
+    row_of = _rows(kept, rloc, mloc, wloc)
+    rstart, rend, mstart = (np.asarray(c, np.int64) for c in (r.start, r.end, m.start))
+    wstart, wend = np.asarray(w.start, np.int64), np.asarray(w.end, np.int64)
+    starts = [int(c.min()) for c in (wstart, rstart, mstart) if len(c)]
     origin = min(starts, default=0)
-    span = max((max(c) for c in (w.end, r.end, m.start) if len(c)), default=origin) - origin
+    span = max((int(c.max()) for c in (wend, rend, mstart) if len(c)), default=origin) - origin
     # The page reads int32s: a launch longer than 2.1 s is stored in units of `unit` ns.
     unit = max(1, -(-span // INT32_MAX))
-    names: dict[int, int] = {}
-
-    def name(index: int) -> int:
-        return names.setdefault(index, len(names))
-
-    ranges, marks, warps = array("i"), array("i"), array("i")
-    shown: dict[int, int] = {}  # range index -> its position among the embedded ranges
-    for i in range(len(r)):
-        row = row_of.get(r.loc[i])
-        if row is not None:
-            start, end = (r.start[i] - origin) // unit, (r.end[i] - origin) // unit
-            shown[i] = len(ranges) // 4
-            ranges.extend((row, name(r.name[i]), start, end - start))
-    shown_marks = [i for i in range(len(m)) if m.loc[i] in row_of]
-    for i in shown_marks:
-        marks.extend((row_of[m.loc[i]], name(m.name[i]), (m.start[i] - origin) // unit))
-    for i in range(len(w)):
-        row = row_of.get(w.loc[i])
-        if row is not None:
-            warps.extend((row, (w.start[i] - origin) // unit, (w.end[i] - origin) // unit))
+    shown_at = np.flatnonzero(row_of(rloc) >= 0)  # ranges on the rows kept, in order
+    marks_at = np.flatnonzero(row_of(mloc) >= 0)
+    names = _first_seen(
+        np.concatenate([np.asarray(r.name, np.int64)[shown_at], np.asarray(m.name, np.int64)[marks_at]])
+    )
+    name_of = {index: k for k, index in enumerate(names)}
+    rs, re_ = (rstart[shown_at] - origin) // unit, (rend[shown_at] - origin) // unit
+    ranges = _int32(row_of(rloc[shown_at]), _renamed(r.name, shown_at, name_of), rs, re_ - rs)
+    marks = _int32(
+        row_of(mloc[marks_at]), _renamed(m.name, marks_at, name_of), (mstart[marks_at] - origin) // unit
+    )
+    warps_at = np.flatnonzero(row_of(wloc) >= 0)
+    warps = _int32(
+        row_of(wloc[warps_at]), (wstart[warps_at] - origin) // unit, (wend[warps_at] - origin) // unit
+    )
+    shown = dict(zip(shown_at.tolist(), range(len(shown_at)), strict=True))  # range index -> position
+    shown_marks = marks_at.tolist()
     return {
         "index": number,
         "kernel": launch.kernel,
@@ -132,7 +134,7 @@ def _launch(
         "ranges": _b64(ranges),
         "marks": _b64(marks),
         "warps": _b64(warps),
-        "kinds": _column(r.kind, list(shown), "i") if any(k != 2 for k in r.kind) else None,
+        "kinds": _column(r.kind, list(shown), "i") if (np.asarray(r.kind) != 2).any() else None,
         "rp": _column(r.pval, list(shown), "d") if r.has_payloads else None,
         "rpt": _column(r.ptype, list(shown), "i") if r.has_payloads else None,
         "mp": _column(m.pval, shown_marks, "d") if m.has_payloads else None,
@@ -190,7 +192,56 @@ def _role(roles: Roles | None, warp: int) -> str | None:
 
 def _column(values: array, indices: list[int], typecode: str) -> str:
     """The values at ``indices``, as a base64 array of ``typecode`` (i: int32, d: float64)."""
-    return _b64(array(typecode, (values[i] for i in indices)))
+    import numpy as np
+
+    taken = np.asarray(values)[np.asarray(indices, np.int64)] if len(indices) else []
+    return _b64(array(typecode, np.asarray(taken, "<i4" if typecode == "i" else "<f8").tobytes()))
+
+
+def _counts(loc) -> dict[int, int]:
+    """Records per location (numpy's bincount, as a dict of the locations present)."""
+    import numpy as np
+
+    found, counts = np.unique(loc, return_counts=True)
+    return dict(zip(found.tolist(), counts.tolist(), strict=True))
+
+
+def _rows(kept: list[int], *columns):
+    """A function giving each location's row among ``kept`` (-1: not kept), vectorised."""
+    import numpy as np
+
+    top = max([0, *kept, *(int(c.max()) for c in columns if len(c))]) + 1
+    low = min([0, *(int(c.min()) for c in columns if len(c))])
+    table = np.full(top - low, -1, np.int64)
+    table[np.asarray(kept, np.int64) - low] = np.arange(len(kept))
+    return lambda loc: table[np.asarray(loc, np.int64) - low]
+
+
+def _first_seen(values) -> list[int]:
+    """The distinct values in the order they first appear."""
+    import numpy as np
+
+    distinct, first = np.unique(values, return_index=True)
+    return distinct[np.argsort(first, kind="stable")].tolist()
+
+
+def _renamed(names, at, name_of: dict[int, int]):
+    """The names of the records at ``at``, as indices into the page's own name list."""
+    import numpy as np
+
+    chosen = np.asarray(names, np.int64)[at]
+    if not len(chosen):
+        return chosen
+    distinct, inverse = np.unique(chosen, return_inverse=True)
+    return np.asarray([name_of[v] for v in distinct.tolist()], np.int64)[inverse]
+
+
+def _int32(*columns) -> array:
+    """The columns interleaved (one record after another) as an ``array('i')``."""
+    import numpy as np
+
+    stacked = np.stack([np.asarray(c, np.int64) for c in columns], axis=1) if len(columns[0]) else []
+    return array("i", np.asarray(stacked, "<i4").tobytes())
 
 
 def _flows(flows: list[Flow], shown: dict[int, int]) -> str | None:

@@ -13,6 +13,7 @@ import pytest
 from iket_cli.capture import toolchain
 from iket_cli.decode import pool, tasks
 from iket_cli.errors import UsageError
+from iket_cli.model import artifacts, memo
 from iket_cli.model.vocab import FORMATS
 
 from conftest import FIXTURES, kept
@@ -144,6 +145,7 @@ class Recorder(pool.Progress):
 def test_the_launches_of_one_process_decode_side_by_side(tmp_path, monkeypatch, name, pid, launches):
     """Each launch in a worker of its own, at most --jobs at once, merged to run-iket's bytes."""
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)  # workers, as for a big capture
+    monkeypatch.setattr(memo, "_COUNTS", {})
     folder = kept(tmp_path, name)
     progress = Recorder()
     (outcome,) = pool.run(tasks.plan(folder, ["json"]), jobs=3, progress=progress)
@@ -154,3 +156,41 @@ def test_the_launches_of_one_process_decode_side_by_side(tmp_path, monkeypatch, 
     name_json = f"iket_pid_{pid}.trace.json"
     assert (folder / name_json).read_bytes() == (FIXTURES / name / name_json).read_bytes()
     assert sorted(p.name for p in (folder / "iket" / f"pid_{pid}").iterdir() if p.name.startswith(".")) == []
+    counted = artifacts._count_keys(folder / name_json, artifacts.RECORD_KEYS)
+    assert list(memo._COUNTS.values()) == [counted], "the merge told the counts it made as it went"
+
+
+@pytest.mark.parametrize(("name", "pid"), [("multi", "0x23f"), ("warp_multi", "0x7c4")])
+def test_the_report_gets_the_trace_assembled_from_the_parts(tmp_path, monkeypatch, name, pid):
+    """With html asked for, each part's worker scans its launch; the merged trace handed to
+    the report equals the merged file read back, column for column, and is taken once."""
+    from dataclasses import fields
+
+    from iket_cli.model import trace as trace_mod
+
+    monkeypatch.setattr(pool, "INLINE_BYTES", -1)
+    monkeypatch.setattr(memo, "_TRACES", {})
+    folder = kept(tmp_path, name)
+    outcomes = pool.run(tasks.plan(folder, ["json", "html"]), jobs=3)
+    assert all(o.error is None for o in outcomes)
+    path = folder / f"iket_pid_{pid}.trace.json"
+    assembled = trace_mod.load(path)
+    assert not memo._TRACES, "taken once"
+    read = trace_mod.load(path)  # nothing held now: the file itself
+    assert assembled is not read
+    assert (assembled.strings, assembled.locations) == (read.strings, read.locations)
+    assert len(assembled.launches) == len(read.launches) > 1
+    for ours, theirs in zip(assembled.launches, read.launches, strict=True):
+        assert (ours.kernel, ours.grid, ours.block, ours.grid_id, ours.cluster) == (
+            theirs.kernel, theirs.grid, theirs.block, theirs.grid_id, theirs.cluster
+        )  # fmt: skip
+        for kind in ("ranges", "markers", "warps"):
+            for column in fields(trace_mod.Columns):
+                mine, file = (
+                    getattr(getattr(ours, kind), column.name),
+                    getattr(getattr(theirs, kind), column.name),
+                )
+                assert (mine.typecode, list(mine)) == (file.typecode, list(file)), (kind, column.name)
+    assert not list((folder / "iket" / f"pid_{pid}").glob(".part*")), (
+        "the columns were removed with the spools"
+    )
