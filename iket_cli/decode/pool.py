@@ -179,7 +179,7 @@ class Decoding:
             if merger.counts is not None:
                 artifacts.remember_counts(out, merger.counts)  # the manifest's counts, not a rescan
             if columns and None not in columns:  # the report's trace, not a read of the file
-                memo.hold(partcols.assemble(out, columns, merger.maps, merger.strings, merger.locations))
+                memo.hold(out, partcols.assemble(out, columns, merger.maps, merger.strings, merger.locations))
         except OSError as error:
             message = f"{error.strerror or error} writing {error.filename or out}"
             return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)

@@ -11,18 +11,17 @@ time): a file replaced or rewritten is another file.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .trace import Trace
 
 #: At most this many traces are held: a capture of many big processes reads the others.
 MOST_TRACES = 2
 #: Counts kept before the memo starts afresh (a long-lived ``iket run`` never grows it).
 MOST_COUNTS = 256
-_TRACES: dict[tuple, Trace] = {}
+_TRACES: dict[tuple, object] = {}
 _COUNTS: dict[tuple, list[int]] = {}
+#: ``iket run`` decodes its jobs in threads of one process.
+_LOCK = threading.Lock()
 
 
 def identity(path: Path) -> tuple | None:
@@ -34,20 +33,24 @@ def identity(path: Path) -> tuple | None:
     return (str(path), info.st_ino, info.st_size, info.st_mtime_ns)
 
 
-def hold(trace: Trace) -> None:
-    """Hand ``trace`` (its file, ``trace.path``, just written) to the next load of that file."""
-    key = identity(trace.path)
+def hold(path: Path, trace: object) -> None:
+    """Hand ``trace`` (the model of ``path``, just written) to the next load of that file."""
+    key = identity(path)
     if key is None:
         return
-    while len(_TRACES) >= MOST_TRACES:
-        _TRACES.pop(next(iter(_TRACES)))  # the oldest goes: its reader reads the file
-    _TRACES[key] = trace
+    with _LOCK:
+        while len(_TRACES) >= MOST_TRACES:
+            _TRACES.pop(next(iter(_TRACES)))  # the oldest goes: its reader reads the file
+        _TRACES[key] = trace
 
 
-def take(path: Path) -> Trace | None:
+def take(path: Path) -> object | None:
     """The trace held for ``path`` as it is now (then no longer held), or None."""
     key = identity(path)
-    return _TRACES.pop(key, None) if key is not None else None
+    if key is None:
+        return None
+    with _LOCK:
+        return _TRACES.pop(key, None)
 
 
 def counts(path: Path, keys: tuple, count) -> list[int]:
@@ -56,15 +59,20 @@ def counts(path: Path, keys: tuple, count) -> list[int]:
     if key is None:
         return count(path, keys)
     key = (*key, keys)
-    if key not in _COUNTS:
-        if len(_COUNTS) >= MOST_COUNTS:
-            _COUNTS.clear()
-        _COUNTS[key] = count(path, keys)
-    return list(_COUNTS[key])
+    with _LOCK:
+        known = _COUNTS.get(key)
+    if known is None:
+        known = count(path, keys)
+        with _LOCK:
+            if len(_COUNTS) >= MOST_COUNTS:
+                _COUNTS.clear()
+            _COUNTS[key] = known
+    return list(known)
 
 
 def tell_counts(path: Path, keys: tuple, found: list[int]) -> None:
     """What :func:`counts` would find for ``keys`` in ``path``, told by its writer."""
     key = identity(path)
     if key is not None:
-        _COUNTS[(*key, keys)] = list(found)
+        with _LOCK:
+            _COUNTS[(*key, keys)] = list(found)

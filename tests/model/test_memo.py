@@ -14,10 +14,10 @@ def test_a_held_trace_is_taken_once_and_only_for_the_file_as_it_was(tmp_path, mo
     monkeypatch.setattr(memo, "_TRACES", {})
     path = tmp_path / "t.trace.json"
     path.write_text("{}")
-    memo.hold(held(path))
+    memo.hold(path, held(path))
     assert memo.take(path).strings == ["a"]
     assert memo.take(path) is None, "taken once"
-    memo.hold(held(path))
+    memo.hold(path, held(path))
     path.write_text('{"other": 1}')  # rewritten: another file
     assert memo.take(path) is None
 
@@ -27,7 +27,7 @@ def test_at_most_two_traces_are_held(tmp_path, monkeypatch):
     paths = [tmp_path / f"{n}.json" for n in range(3)]
     for path in paths:
         path.write_text("{}")
-        memo.hold(held(path))
+        memo.hold(path, held(path))
     assert memo.take(paths[0]) is None, "the oldest went"
     assert memo.take(paths[1]) is not None and memo.take(paths[2]) is not None
 
