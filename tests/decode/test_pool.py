@@ -194,3 +194,30 @@ def test_the_report_gets_the_trace_assembled_from_the_parts(tmp_path, monkeypatc
     assert not list((folder / "iket" / f"pid_{pid}").glob(".part*")), (
         "the columns were removed with the spools"
     )
+
+
+def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothing(tmp_path, monkeypatch):
+    """A part whose worker dies (its manifest points past the end of the data: the decoder
+    aborts its process) fails the JSON export, named by its launch; the Perfetto export of
+    the same capture stands; no part, spool or half-written export is left."""
+    from iket_cli.decode import splitjson
+
+    monkeypatch.setattr(pool, "INLINE_BYTES", -1)
+    written = splitjson.part_manifests
+
+    def one_broken(raw):
+        parts = written(raw)
+        data = json.loads(parts[1].read_text())
+        data["launches"][0]["dataRef"]["offset"] = 1 << 40  # far past the end of iket.data.bin
+        parts[1].write_text(json.dumps(data))
+        return parts
+
+    monkeypatch.setattr(splitjson, "part_manifests", one_broken)
+    folder = kept(tmp_path, "multi")
+    outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=3)}
+    failed = outcomes["json"]
+    assert failed.error and "launch 2 of 4" in failed.error, failed.error
+    assert outcomes["perfetto"].error is None and (folder / "iket_pid_0x23f.pftrace").is_file()
+    assert not (folder / "iket_pid_0x23f.trace.json").exists()
+    leftovers = [p.name for p in folder.rglob(".*") if p.is_file()]
+    assert leftovers == [], leftovers
