@@ -10,7 +10,7 @@ before it are done. ``jobs`` bounds the decodes running at once, parts and merge
 The merge tells the manifest its counts, and with ``html`` the workers' scanned columns make
 the report's trace (:mod:`.partcols`): the merged file is never read back. keep256's JSON
 (2 launches, 2-core machine): 0.55x of run-iket's export; ITERS=512 on the H200 (3 launches,
-907 MB): ``--postprocess all`` 0.33x, ``json`` 0.57x to 0.61x (docs/benchmarks.md). An
+907 MB): ``--postprocess all`` 0.28x to 0.33x, ``json`` 0.46x to 0.62x (docs/benchmarks.md). An
 interrupt kills the workers, removes their half-written files and raises
 :class:`~iket_cli.errors.CaptureInterrupted`.
 """

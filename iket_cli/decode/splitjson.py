@@ -17,7 +17,7 @@ output (renamed, not copied); each later part is rewritten in its own pages and 
 the output by ``copy_file_range`` (:class:`Merger`). keep256 (2-core machine): the merge after
 the last decode takes 0.2 s (1.0 to 1.4 s when the merge read, scanned and wrote each part)
 and ``iket postprocess --format json`` 0.55x of run-iket's (medians of interleaved runs);
-ITERS=512 on the H200: ``--postprocess json`` 0.57x to 0.61x, ``all`` 0.33x
+ITERS=512 on the H200: ``--postprocess json`` 0.46x to 0.62x, ``all`` 0.28x to 0.33x
 (docs/benchmarks.md). :func:`export_json` is the sequential form, for small captures decoded
 in the CLI's own process.
 """
