@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,48 @@ def test_iket_postprocess_of_a_raw_capture_matches_run_iket(work):
     for kind in ("trace_json", "perfetto"):  # .html is iket's offline report, not run-iket's viewer
         name = process["artifacts"][kind]["path"]
         assert (work / "ours" / name).read_bytes() == (work / "theirs" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("iters", [16, 128])
+def test_big_launches_decoded_by_ctas_are_run_iket_bytes(work, iters):
+    """big_kernel.py (3 launches of 132 CTAs x 12 warps): each launch is decoded in CTA chunks
+    by long-lived workers and stitched (ITERS=128: 1.6 MB of raw data a launch, two chunks;
+    ITERS=16: whole launches), and the JSON and Perfetto exports are run-iket's bytes of the same raw capture."""
+    shutil.copy(ROOT / "tests" / "fixtures" / "workloads" / "big_kernel.py", work / "big_kernel.py")
+    env = {**os.environ, "ITERS": str(iters), "LAUNCHES": "3"}
+    argv = [
+        sys.executable,
+        "-m",
+        "iket_cli",
+        "profile",
+        "big_kernel.py",
+        "-o",
+        "cap",
+        "--keep",
+        "--postprocess",
+        "all",
+    ]
+    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=400)
+    print(proc.stderr[-3000:])
+    keep(f"big-ctas-{iters}", work / "cap")
+    assert proc.returncode == 0
+    log = (work / "cap" / "iket.log").read_text()
+    assert ("CTAs 1/2" in log) == (iters == 128), "chunked (two a launch) exactly when the launch is big"
+    theirs = work / "theirs"
+    shutil.copytree(work / "cap", theirs)
+    for old in theirs.glob("iket_pid_*"):
+        old.unlink()
+    start = time.monotonic()
+    run_iket_postprocess(theirs)
+    record = json.loads((work / "cap" / "manifest.json").read_text())
+    (process,) = record["processes"]
+    print(
+        f"ITERS={iters}: iket postprocess phase {record['phases']['postprocess']} s, "
+        f"run-iket postprocess {time.monotonic() - start:.1f} s"
+    )
+    for kind in ("trace_json", "perfetto"):
+        name = process["artifacts"][kind]["path"]
+        assert (work / "cap" / name).read_bytes() == (theirs / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("workload", ["multi_kernel.py", "spawner.py"])

@@ -95,10 +95,11 @@ def _export(task: Task) -> list[str]:
 
 
 def _export_part(task: Task, decoder) -> list[str]:
-    """One launch of a split JSON export: spooled with what the merge and the report will
-    need of it (its indices; its columns, when the report reads the trace back)."""
+    """One launch of a split JSON export, or a chunk of one: spooled with what the merge
+    and the report will need of it (its indices, which a chunk's stitch needs whatever its
+    launch; its columns, when the report reads the trace back)."""
     spooled = task.out_dir / task.outputs()[0]
-    splitjson.spool(decoder, spooled, find_indices=task.part[0] > 0)
+    splitjson.spool(decoder, spooled, find_indices=task.part[0] > 0 or task.chunk is not None)
     if partcols.wanted(task.formats):
         partcols.keep(spooled, spooled.with_name(columns_name(spooled.name)))
     return task.outputs()

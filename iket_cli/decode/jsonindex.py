@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-_ARRAYS = ("start", "end", "value", "key")
+#: The arrays of :class:`Indices`, in order.
+FIELDS = ("start", "end", "value", "key")
 #: What :attr:`Indices.key` holds: the key each number belongs to.
 RANGE_NAME, MARKER_NAME, LOC, WARP_LOC = range(4)
 
@@ -35,9 +36,23 @@ class Indices:
     def __len__(self) -> int:
         return len(self.start)
 
+    def taken(self, which) -> Indices:
+        """The indices at ``which`` (a slice, an order or a mask of them)."""
+        return Indices(*(getattr(self, name)[which] for name in FIELDS))
+
     def counts(self) -> tuple[int, int]:
         """(ranges, markers): one ``rangeNameIdx`` per range, one ``markerNameIdx`` per marker."""
         return _records(self.key)
+
+
+def joined(parts: list[Indices]) -> Indices:
+    """The indices of ``parts`` one after another (none: empty)."""
+    import numpy as np
+
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return Indices(empty, empty, empty, np.zeros(0, np.uint8))
+    return Indices(*(np.concatenate([getattr(one, name) for one in parts]) for name in FIELDS))
 
 
 def count(body) -> tuple[int, int]:
@@ -123,7 +138,7 @@ def save(indices: Indices, path: Path) -> None:
     import numpy as np
 
     with open(path, "wb") as handle:
-        np.savez(handle, **{name: getattr(indices, name) for name in _ARRAYS})
+        np.savez(handle, **{name: getattr(indices, name) for name in FIELDS})
 
 
 def load(path: Path) -> Indices:
@@ -131,7 +146,7 @@ def load(path: Path) -> Indices:
     import numpy as np
 
     with np.load(path) as kept:
-        return Indices(*(kept[name] for name in _ARRAYS))
+        return Indices(*(kept[name] for name in FIELDS))
 
 
 def rewrite(body, names: list[int], locs: list[int], indices: Indices | None = None) -> bool:
@@ -161,7 +176,7 @@ def remapped(body, names: list[int], locs: list[int], indices: Indices | None = 
     found = indices if indices is not None else find(body)
     if rewrite(np.frombuffer(out, np.uint8), names, locs, found):
         return bytes(out) if len(out) < (1 << 20) else out
-    new = _looked_up(found, names, locs)
+    new = looked_up(found, names, locs)
     order = np.argsort(found.start, kind="stable")
     spliced = zip(*(a[order].tolist() for a in (found.start, found.end, new)), strict=True)
     view, pieces, done = memoryview(out), [], 0
@@ -172,7 +187,33 @@ def remapped(body, names: list[int], locs: list[int], indices: Indices | None = 
     return b"".join(pieces)
 
 
-def _looked_up(found: Indices, names: list[int], locs: list[int]):
+def spliced(body, found: Indices, new):
+    """``body`` (a numpy byte array) with each index number ``found`` holds replaced by
+    ``new`` (its new values, in ``found``'s order, sorted by position), all at once: the
+    digits are placed by their shifted positions and the rest of the bytes fill the gaps.
+    Returns the new bytes and where each number now starts (a split launch's chunks: their
+    location indices grow digits as often as not, so :func:`rewrite` cannot serve)."""
+    import numpy as np
+
+    old = found.end - found.start
+    lengths = digit_counts(new)
+    delta = lengths - old
+    starts = found.start + (np.cumsum(delta) - delta)
+    out = np.empty(len(body) + int(delta.sum()), np.uint8)
+    digits_at = np.repeat(starts, lengths) + _ramp(lengths)
+    if not delta.any():  # no number changes length: the bytes stay where they are
+        out[:] = body
+    else:
+        gaps = np.ones(len(out), bool)
+        gaps[digits_at] = False
+        kept = np.ones(len(body), bool)
+        kept[np.repeat(found.start, old) + _ramp(old)] = False
+        out[gaps] = body[kept]
+    out[digits_at] = _digits(new)
+    return out, starts
+
+
+def looked_up(found: Indices, names: list[int], locs: list[int]):
     """Each index's new value: its table's map at its old value."""
     import numpy as np
 
@@ -183,11 +224,11 @@ def _looked_up(found: Indices, names: list[int], locs: list[int]):
 def _changes(body, names: list[int], locs: list[int], indices: Indices | None):
     """(start, length, new value) of the numbers that change; None if one changes length."""
     found = indices if indices is not None else find(body)
-    new = _looked_up(found, names, locs)
+    new = looked_up(found, names, locs)
     changed = new != found.value
     length = found.end[changed] - found.start[changed]
     new = new[changed]
-    if (_lengths(new) != length).any():
+    if (digit_counts(new) != length).any():
         return None
     return found.start[changed], length, new
 
@@ -208,7 +249,7 @@ def _parse(data, first):
     return first, end, value
 
 
-def _lengths(values):
+def digit_counts(values):
     """Decimal digits of each non-negative value."""
     import numpy as np
 
@@ -226,7 +267,7 @@ def _digits(values):
 
     if not len(values):
         return np.zeros(0, np.uint8)
-    lengths = _lengths(values)
+    lengths = digit_counts(values)
     power = np.repeat(lengths, lengths) - 1 - _ramp(lengths)  # the place of each digit
     number = np.repeat(values, lengths)
     return ((number // (10**power)) % 10 + ord("0")).astype(np.uint8)

@@ -30,10 +30,15 @@ def wanted(formats: tuple[str, ...]) -> bool:
 
 def keep(spooled: Path, path: Path) -> None:
     """Scan the one-launch export ``spooled`` and keep its columns in ``path`` (``.npz``)."""
-    import numpy as np
-
     loaded = trace_mod.load(spooled)
     (launch,) = loaded.launches
+    keep_launch(launch, path)
+
+
+def keep_launch(launch: trace_mod.Launch, path: Path) -> None:
+    """Keep one launch's columns in ``path``."""
+    import numpy as np
+
     head = {
         "kernel": launch.kernel,
         "grid": launch.grid,
@@ -69,6 +74,55 @@ def read(path: Path) -> trace_mod.Launch:
                 empty = getattr(columns, column.name)
                 setattr(columns, column.name, array(empty.typecode, kept[f"{kind}.{column.name}"].tobytes()))
     return launch
+
+
+def join(kept: list[Path], maps: list, ctas: int, path: Path) -> None:
+    """Keep in ``path`` the columns of a launch stitched from its CTA chunks (:mod:`.ctasplit`),
+    from the columns each chunk's worker kept (``kept``, in CTA order) and each chunk's
+    (names, locations) map into the launch's tables: every record renumbered, and put where
+    the stitch put it (grouped by warp, in the launch's location order; a warp's records in
+    its chunk's order)."""
+    import numpy as np
+
+    launches = [read(one) for one in kept]
+    launch = launches[0]
+    launch.grid = (ctas, *launch.grid[1:])
+    for kind in _KINDS:
+        parts = [getattr(one, kind) for one in launches]
+        rows = [len(part) for part in parts]  # before the first chunk's columns are replaced
+        locs = [_mapped(part.loc, lookup) for part, (_, lookup) in zip(parts, maps, strict=True)]
+        order = np.argsort(np.concatenate(locs), kind="stable") if locs else None
+        joined = getattr(launch, kind)
+        for column in fields(trace_mod.Columns):
+            pieces = [np.asarray(getattr(part, column.name)) for part in parts]
+            if column.name == "loc":
+                pieces = locs
+            elif column.name == "name":
+                pieces = [_mapped(part.name, lookup) for part, (lookup, _) in zip(parts, maps, strict=True)]
+            if any(len(piece) for piece in pieces):  # payload columns: empty where a chunk has none
+                pieces = [_padded(piece, count) for piece, count in zip(pieces, rows, strict=True)]
+                values = np.concatenate(pieces)[order]
+            else:
+                values = np.zeros(0, pieces[0].dtype)
+            setattr(joined, column.name, array(getattr(joined, column.name).typecode, values.tobytes()))
+    keep_launch(launch, path)
+
+
+def _padded(values, rows: int):
+    """A chunk's payload column, zeros where the chunk kept none (no payload in it)."""
+    import numpy as np
+
+    return values if len(values) == rows else np.zeros(rows, values.dtype)
+
+
+def _mapped(values, lookup: list[int]):
+    """``values`` looked up in ``lookup`` (those outside it, -1 for none, kept)."""
+    import numpy as np
+
+    values = np.asarray(values, np.int64)
+    table = np.asarray(lookup, np.int64)
+    inside = (values >= 0) & (values < len(table))
+    return np.where(inside, table[np.where(inside, values, 0)], values).astype(np.int32)
 
 
 def assemble(path: Path, launches: list[trace_mod.Launch], maps: list, strings: list, locations: list):

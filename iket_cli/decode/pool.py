@@ -2,35 +2,37 @@
 
 run-iket decodes one process after another, one format after another, on one core. Here
 the tasks run in parallel, each small one in this process and each large one in a worker
-process of its own (``python -m iket_cli.decode.worker``), so a decoder that crashes on a
-corrupt capture fails that task alone. The JSON export of a process with several launches
-is split: each launch is exported by a worker of its own, side by side with every other
-task, and each part is merged (:mod:`.splitjson`) in launch order as soon as it and those
-before it are done. ``jobs`` bounds the decodes running at once, parts and merges included.
-The merge tells the manifest its counts, and with ``html`` the workers' scanned columns make
-the report's trace (:mod:`.partcols`): the merged file is never read back. keep256's JSON
-(2 launches, 2-core machine): 0.55x of run-iket's export; ITERS=512 on the H200 (3 launches,
-907 MB): ``--postprocess all`` 0.28x to 0.33x, ``json`` 0.46x to 0.62x (docs/benchmarks.md). An
-interrupt kills the workers, removes their half-written files and raises
+process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt capture fails
+that task alone. The JSON export of a process with several launches, or with a big one, is
+split: each launch, or each chunk of a big launch's CTAs (:mod:`.ctasplit`), is exported by
+one of a few long-lived workers, side by side with every other task; a launch's chunks are
+stitched (:mod:`.ctastitch`) and each launch merged (:mod:`.splitjson`) in launch order as soon
+as it and those before it are done. ``jobs`` bounds the decodes running at once, chunks,
+stitches and merges included, and a stitch or a merge goes before the next chunk. The merge
+tells the manifest its counts, and with ``html`` the workers' scanned columns make the
+report's trace (:mod:`.partcols`): the merged file is never read back. keep256's JSON (2
+launches, 4 chunks each, 2-core machine): 0.46x of run-iket's export, 1.25 GB for the whole
+tree at ``-j 2`` against run-iket's 2.78 GB; ITERS=512 on the H200 (3 launches of 8 chunks,
+907 MB): ``--postprocess json`` 0.49x, ``all`` 0.27x (docs/benchmarks.md). An interrupt kills
+the workers, removes their half-written files and raises
 :class:`~iket_cli.errors.CaptureInterrupted`.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
-import subprocess
-import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..capture import spawn
 from ..capture.runner import Cancelled, sigterm_as_exception, wait_all
 from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model import artifacts, memo
-from . import export, partcols, splitjson
-from .tasks import DISK_FULL, Outcome, Task, columns_name, indices_name, missing_input, part_leftovers
+from . import ctasplit, ctastitch, export, partcols, splitjson
+from .tasks import Outcome, Task, columns_name, indices_name, missing_input, part_leftovers
+from .workers import Workers
 
 #: Below this many raw bytes a capture is decoded in-process: spawning costs more than it saves.
 INLINE_BYTES = 4 << 20
@@ -111,14 +113,15 @@ class Decoding:
         self, tasks: list[Task], jobs: int | None, progress: Progress, cancel: threading.Event | None
     ) -> None:
         self.tasks, self.progress, self.cancel = tasks, progress, cancel
-        self.workers = _Workers()
+        self.workers = Workers()
         self.lock = threading.Lock()
         units = [unit for task in tasks for unit in _units(task)]
         progress.planned(units)
-        #: One per decode running at once (a whole task, a part or a merge).
-        self.slots = threading.Semaphore(default_jobs(units, jobs))
+        self.jobs = default_jobs(units, jobs)
+        #: One per decode running at once (a whole task, a part, a chunk, a stitch or a merge).
+        self.slots = _Slots(self.jobs)
         self.pool = ThreadPoolExecutor(max_workers=max(1, len(tasks)))
-        self.part_pool = ThreadPoolExecutor(max_workers=max(1, len(units)))
+        self.part_pool = ThreadPoolExecutor(max_workers=max(1, 2 * len(units) + 1))
         self.futures = [self.pool.submit(self._one, task) for task in tasks]
 
     def _one(self, task: Task) -> Outcome:
@@ -130,50 +133,73 @@ class Decoding:
         if missing:
             outcome = Outcome(task, 0.0, error=missing)
         elif task.raw_bytes <= INLINE_BYTES and export.available():
-            with self.slots:
+            with self.slots():
                 outcome = export.decode(task)
-        elif _split(task) and (parts := splitjson.part_manifests(task.raw)):
-            outcome = self._by_launches(task, task.parts(len(parts)))
+        elif _split(task) and (launches := splitjson.part_manifests(task.raw, ctasplit.CHUNK_RAW_BYTES)):
+            outcome = self._by_launches(task, launches)
         else:
-            with self.slots:
+            with self.slots():
                 outcome = self.workers.decode(task)
         with self.lock:
             self.progress.finished(outcome)
         return outcome
 
-    def _part(self, part: Task) -> Outcome:
-        with self.slots:
-            if self.workers.cancelled:
-                return Outcome(part, 0.0, cancelled=True)
-            with self.lock:
-                self.progress.started(part)
-            outcome = self.workers.decode(part)
-        with self.lock:
-            self.progress.finished(outcome)
-        return outcome
+    def _serve(self, batch: _Batch) -> None:
+        """A long-lived worker decoding the batch's units, one slot at a time, until none is left."""
+        server = self.workers.server()
+        unit = None
+        try:
+            while (unit := batch.next()) is not None:
+                with self.slots():
+                    if self.workers.cancelled or batch.abandoned:
+                        batch.done(unit, Outcome(unit, 0.0, cancelled=True))
+                        continue
+                    with self.lock:
+                        self.progress.started(unit)
+                    outcome = server.decode(unit)
+                with self.lock:
+                    self.progress.finished(outcome)
+                batch.done(unit, outcome)
+        except BaseException as error:  # a bug here: its launch fails, nothing waits for ever
+            if unit is not None and not batch.futures[unit].done():
+                batch.done(unit, Outcome(unit, 0.0, error=f"{unit.raw}: {error!r}"))
+            batch.abandon()
+            raise
+        finally:
+            server.close()
 
-    def _by_launches(self, task: Task, parts: list[Task]) -> Outcome:
-        """Each launch in a worker of its own, within the slots; each merged in launch order
-        as soon as it and the ones before it are done (the last merge ends the task)."""
+    def _by_launches(self, task: Task, launches: list[splitjson.LaunchPart]) -> Outcome:
+        """Each launch (or each chunk of its CTAs) in a long-lived worker, within the slots;
+        each launch merged in order as soon as it and the ones before it are done (the last
+        merge ends the task)."""
         start = time.monotonic()
         out = task.out_dir / task.outputs()[0]
         tmp = export.temporary(out)
-        futures = [self.part_pool.submit(self._part, part) for part in parts]
-        columns: list = []  # each part's launch, as its worker scanned it (html only)
+        parts = task.parts(len(launches))
+        units = [
+            part.chunks(len(launch.chunks)) if launch.chunks else [part]
+            for part, launch in zip(parts, launches, strict=True)
+        ]
+        batch = _Batch([unit for group in units for unit in group])
+        servers = [
+            self.part_pool.submit(self._serve, batch) for _ in range(min(self.jobs, len(batch.futures)))
+        ]
+        columns: list = []  # each launch, as its workers scanned it (html only)
         try:
             with splitjson.Merger(tmp) as merger:
-                for future in futures:
-                    done = future.result()
-                    if done.cancelled or done.error:
-                        for other in futures:
-                            other.cancel()
-                        return self._part_failed(task, done, start, [f for f in futures if not f.cancelled()])
-                    spooled = done.task.out_dir / done.task.outputs()[0]
-                    with self.slots:
-                        merger.add(spooled)
-                        columns.append(_columns(spooled))
-                    _remove_spool(done.task)
-                with self.slots:
+                for part, launch, group in zip(parts, launches, units, strict=True):
+                    outcomes = [batch.futures[unit].result() for unit in group]
+                    failed = next((done for done in outcomes if done.cancelled or done.error), None)
+                    if failed is None:
+                        with self.slots(urgent=True):
+                            spooled = self._merge(merger, part, launch, outcomes)
+                        failed = spooled if isinstance(spooled, Outcome) else None  # its whole decode
+                    if failed is not None:
+                        batch.abandon()
+                        return self._part_failed(task, failed, start, servers)
+                    columns.append(_columns(spooled))
+                    _remove_spool(part)
+                with self.slots(urgent=True):
                     merger.finish()
             os.replace(tmp, out)
             if merger.counts is not None:
@@ -186,11 +212,42 @@ class Decoding:
         except ValueError as error:  # a part the merge cannot read (not the decoder's layout)
             return Outcome(task, time.monotonic() - start, error=f"{task.raw}: merging its launches: {error}")
         finally:
+            batch.abandon()
             tmp.unlink(missing_ok=True)
-            for part in parts:
-                part.raw.unlink(missing_ok=True)
-                _remove_spool(part)
+            for unit in [*parts, *batch.futures]:
+                unit.raw.unlink(missing_ok=True)
+                _remove_spool(unit)
         return Outcome(task, time.monotonic() - start, written=[out.name])
+
+    def _merge(self, merger: splitjson.Merger, part: Task, launch: splitjson.LaunchPart, outcomes: list):
+        """Merge one decoded launch: its spool, or its chunks stitched (into a spool of its
+        own for the first launch, which becomes the output; straight into the output for a
+        later one); the launch decoded whole if they do not stitch. Returns the path its
+        columns are kept beside, or the Outcome of its whole decode when that failed."""
+        spooled = part.out_dir / part.outputs()[0]
+        if not launch.chunks:
+            merger.add(spooled)
+            return spooled
+        spools = [done.task.out_dir / done.task.outputs()[0] for done in outcomes]
+        try:
+            try:
+                stitch = ctastitch.Stitch(spools, list(launch.firsts), launch.ctas)
+            except ValueError:  # not the layout the stitch relies on: the launch decoded whole
+                done = self.workers.decode(part)
+                if done.error or done.cancelled:
+                    return done
+                merger.add(spooled)
+                return spooled
+            with stitch:  # from here on only a write can fail (OSError)
+                if merger.handle is None:
+                    merger.add(spooled, stitch.write_file(spooled))
+                else:
+                    merger.write_launch(stitch.tables, stitch.write_into)
+                _join_columns(spools, stitch.maps, launch.ctas, spooled)
+        finally:
+            for done in outcomes:
+                _remove_spool(done.task)
+        return spooled
 
     @staticmethod
     def _part_failed(task: Task, done: Outcome, start: float, running: list) -> Outcome:
@@ -240,63 +297,83 @@ def _units(task: Task) -> list[Task]:
     """What ``task`` runs as: its launches, for a JSON export split by them; else itself."""
     if task.raw_bytes <= INLINE_BYTES or not _split(task):
         return [task]
-    count = splitjson.decodable_launches(task.raw)
-    return task.parts(count) if count > 1 else [task]
+    counts = splitjson.planned_parts(task.raw, ctasplit.CHUNK_RAW_BYTES)
+    parts = task.parts(len(counts))
+    return [
+        unit
+        for part, count in zip(parts, counts, strict=False)
+        for unit in (part.chunks(count) if count > 1 else [part])
+    ] or [task]
 
 
-class _Workers:
-    """The worker processes of one :func:`run`, so that an interrupt stops exactly them."""
+class _Slots:
+    """The ``--jobs`` slots. The work that finishes a launch (a stitch, a merge) goes before
+    the next chunk: with a plain semaphore the workers, taking chunk after chunk, won it
+    every time and the first launch's stitch waited for the last chunk (keep256: 2 s more)."""
 
-    def __init__(self) -> None:
-        self.cancelled = False
-        self._lock = threading.Lock()
-        self._running: set[subprocess.Popen] = set()
+    def __init__(self, count: int) -> None:
+        self.free = count
+        self.urgent = 0
+        self._changed = threading.Condition()
 
-    def cancel(self) -> None:
-        """Kill every running worker; what they were doing is reported as cancelled."""
-        with self._lock:
-            self.cancelled = True
-            for proc in self._running:
-                proc.kill()
-
-    def decode(self, task: Task) -> Outcome:
-        """One task in a worker process of its own (in its own session: a Ctrl-C at the
-        terminal reaches the CLI, which stops the workers; the worker dies with the CLI)."""
-        start = time.monotonic()
-        spec = json.dumps({**task.to_dict(), "parent": os.getpid()})
-        with self._lock:
-            if self.cancelled:
-                return Outcome(task, 0.0, cancelled=True)
-            proc = spawn.start(
-                [sys.executable, "-m", "iket_cli.decode.worker", spec],
-                stdout=spawn.DEVNULL,
-                stderr=spawn.PIPE,
-                text=True,
-                new_session=True,
-            )
-            self._running.add(proc)
+    @contextlib.contextmanager
+    def __call__(self, *, urgent: bool = False):
+        with self._changed:
+            self.urgent += urgent
+            while not self.free or (self.urgent and not urgent):
+                self._changed.wait()
+            self.urgent -= urgent
+            self.free -= 1
         try:
-            with proc:
-                _, stderr = proc.communicate()
+            yield
         finally:
-            with self._lock:
-                self._running.discard(proc)
-        seconds = time.monotonic() - start
-        if self.cancelled:
-            return Outcome(task, seconds, cancelled=True)
-        if proc.returncode == 0:
-            return Outcome(task, seconds, written=task.outputs())
-        last = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        if proc.returncode < 0:
-            last = f"the decoder crashed (signal {-proc.returncode})"
-        code = proc.returncode if proc.returncode in DISK_FULL else None
-        return Outcome(task, seconds, error=f"{task.raw}: {last}", errno=code)
+            with self._changed:
+                self.free += 1
+                self._changed.notify_all()
+
+
+class _Batch:
+    """The units of one split export, handed out in order to its long-lived workers, each
+    with the future its launch waits on."""
+
+    def __init__(self, units: list[Task]) -> None:
+        self.pending = deque(units)
+        self.futures: dict[Task, Future] = {unit: Future() for unit in units}
+        self.abandoned = False
+        self._lock = threading.Lock()
+
+    def next(self) -> Task | None:
+        with self._lock:
+            return None if self.abandoned or not self.pending else self.pending.popleft()
+
+    def done(self, unit: Task, outcome: Outcome) -> None:
+        self.futures[unit].set_result(outcome)
+
+    def abandon(self) -> None:
+        """Hand out nothing more; the units not started end as cancelled."""
+        with self._lock:
+            self.abandoned = True
+            left, self.pending = list(self.pending), deque()
+        for unit in left:
+            self.done(unit, Outcome(unit, 0.0, cancelled=True))
 
 
 def _columns(spooled):
     """The launch a part's worker scanned and kept beside its spool, or None."""
     kept = spooled.with_name(columns_name(spooled.name))
     return partcols.read(kept) if kept.is_file() else None
+
+
+def _join_columns(spools: list, maps: list, ctas: int, spooled) -> None:
+    """The stitched launch's columns from its chunks' (html only; where they do not join,
+    none: the report then reads the merged file)."""
+    kept = [spool.with_name(columns_name(spool.name)) for spool in spools]
+    joined = spooled.with_name(columns_name(spooled.name))
+    if all(path.is_file() for path in kept):
+        try:
+            partcols.join(kept, maps, ctas, joined)
+        except ValueError:
+            joined.unlink(missing_ok=True)
 
 
 def _remove_spool(part: Task) -> None:

@@ -15,11 +15,10 @@ The work is placed where it costs least: a part's worker writes its spool and fi
 indices while the other launches decode (:func:`spool`); the first part's spool becomes the
 output (renamed, not copied); each later part is rewritten in its own pages and copied onto
 the output by ``copy_file_range`` (:class:`Merger`). keep256 (2-core machine): the merge after
-the last decode takes 0.2 s (1.0 to 1.4 s when the merge read, scanned and wrote each part)
-and ``iket postprocess --format json`` 0.55x of run-iket's (medians of interleaved runs);
-ITERS=512 on the H200: ``--postprocess json`` 0.46x to 0.62x, ``all`` 0.28x to 0.33x
-(docs/benchmarks.md). :func:`export_json` is the sequential form, for small captures decoded
-in the CLI's own process.
+the last decode takes 0.2 s (1.0 to 1.4 s when the merge read, scanned and wrote each part).
+A big launch is itself decoded in chunks of CTAs and stitched first (:mod:`.ctasplit`,
+:mod:`.ctastitch`): :func:`part_manifests` writes their manifests too. :func:`export_json` is
+the sequential form, for small captures decoded in the CLI's own process.
 """
 
 from __future__ import annotations
@@ -28,47 +27,76 @@ import json
 import mmap
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import jsonindex
+from . import ctasplit, jsonindex
+from .jsonlayout import bounds, file_bounds, tables_text
 from .tasks import indices_name, part_name, spool_name
 
 #: Huge strings are written in slices, so a 907 MB JSON export is never held twice (and
 #: each slice's encoded copy reuses the memory of the one before: no fresh pages).
 WRITE_SLICE = 1 << 23
 
-_LAUNCHES = b'"launches":['
-_TABLES = b'],"locationTable":'
+
+@dataclass(frozen=True)
+class LaunchPart:
+    """One decodable launch of a split export: its own raw manifest and, when it is decoded
+    by CTAs (:mod:`.ctasplit`), its chunks' manifests and each chunk's first CTA."""
+
+    path: Path
+    chunks: tuple[Path, ...] = ()
+    firsts: tuple[int, ...] = ()
+    ctas: int = 0
 
 
-def decodable_launches(raw: Path) -> int:
-    """How many parts :func:`part_manifests` would write (0 or 1: not split)."""
+def planned_parts(raw: Path, chunk_bytes: int | None = None) -> list[int]:
+    """The chunks of each launch :func:`part_manifests` would write; [] if not split."""
     try:
         data = json.loads(raw.read_bytes())
-    except (OSError, ValueError):
-        return 0
-    if not isinstance(data, dict) or data.get("graphLaunches"):
-        return 0
-    return sum(
-        1 for launch in data.get("launches", []) if isinstance(launch, dict) and launch.get("canDecode")
-    )
+        return _chunk_counts(data, chunk_bytes) if isinstance(data, dict) else []
+    except (OSError, ValueError, TypeError, AttributeError):
+        return []
 
 
-def part_manifests(raw: Path) -> list[Path] | None:
-    """Write one raw manifest per decodable launch beside ``raw``; None if not worth it.
+def _decodable(data: dict) -> list[dict]:
+    return [
+        launch for launch in data.get("launches", []) if isinstance(launch, dict) and launch.get("canDecode")
+    ]
+
+
+def _chunk_counts(data: dict, chunk_bytes: int | None) -> list[int]:
+    if data.get("graphLaunches"):
+        return []
+    counts = [ctasplit.chunk_count(launch, chunk_bytes) if chunk_bytes else 1 for launch in _decodable(data)]
+    return counts if len(counts) > 1 or sum(counts) > 1 else []
+
+
+def part_manifests(raw: Path, chunk_bytes: int | None = None) -> list[LaunchPart] | None:
+    """Write one raw manifest per decodable launch beside ``raw`` (and, with ``chunk_bytes``,
+    one per chunk of CTAs of each launch whose raw data exceeds it); None if not worth it.
 
     The parts sit in the same folder, so their data references (relative file names; the
     decoder aborts on absolute ones) still point at the original ``iket.data.bin``.
     """
     data = json.loads(raw.read_bytes())
-    decodable = [launch for launch in data.get("launches", []) if launch.get("canDecode")]
-    if len(decodable) < 2 or data.get("graphLaunches"):
+    counts = _chunk_counts(data, chunk_bytes)
+    if not counts:
         return None
     parts = []
-    for number, launch in enumerate(decodable):
+    for number, (launch, count) in enumerate(zip(_decodable(data), counts, strict=True)):
         path = raw.with_name(part_name(raw.name, number))
         path.write_text(json.dumps({**data, "launches": [launch]}))
-        parts.append(path)
+        if count < 2:
+            parts.append(LaunchPart(path))
+            continue
+        ctas = ctasplit.ctas(launch)
+        chunks = []
+        for chunk_no, (first, last) in enumerate(ctasplit.spans(ctas, count)):
+            chunks.append(raw.with_name(part_name(raw.name, number, chunk_no)))
+            chunks[-1].write_text(json.dumps({**data, "launches": [ctasplit.chunk(launch, first, last)]}))
+        firsts = ctasplit.firsts(ctas, count)
+        parts.append(LaunchPart(path, tuple(chunks), tuple(firsts), ctas))
     return parts
 
 
@@ -85,7 +113,7 @@ def spool(decoder, path: Path, *, find_indices: bool) -> None:
     del text
     if find_indices:
         with open(path, "rb") as handle, _mapped(handle, write=False) as data:
-            start, end, _ = _bounds(data)
+            start, end, _ = bounds(data)
             found = jsonindex.find(memoryview(data)[start:end])
         jsonindex.save(found, path.with_name(indices_name(path.name)))
 
@@ -104,9 +132,10 @@ def export_json(raw: Path, out: Path, decoder_class) -> bool:
     Parts are decoded one after another (each launch alone is much cheaper than its share
     of the whole export) and spooled to temporary files, so at most one part is in memory.
     """
-    parts = part_manifests(raw)
-    if parts is None:
+    launches = part_manifests(raw)
+    if launches is None:
         return False
+    parts = [launch.path for launch in launches]
     spooled = [part.with_name(spool_name(part.name)) for part in parts]
     try:
         for part, spool in zip(parts, spooled, strict=True):
@@ -171,36 +200,56 @@ class Merger:
         if self.handle is not None:
             self.handle.close()
 
-    def add(self, path: Path) -> None:
-        """Append the launches of the spooled part at ``path`` (and its indices, if kept)."""
+    def add(self, path: Path, counts: tuple[int, int] | None = None) -> None:
+        """Append the launches of the spooled part at ``path`` (and its indices, if kept);
+        ``counts``: its (ranges, markers), when they are known (a stitched launch's)."""
         if self.handle is None:
-            self.counts = _added(self.counts, self._adopt(path))
+            self.counts = _added(self.counts, self._adopt(path, counts))
             return
         kept = path.with_name(indices_name(path.name))
         found = self._append(path, jsonindex.load(kept) if kept.is_file() else None)
         self.counts = _added(self.counts, found.counts() if found is not None else None)
 
+    def write_launch(self, tables: dict, write) -> None:
+        """Append a launch written by ``write(handle, names, locs)`` straight into the output
+        (a launch stitched from its CTA chunks: no spool of its own to copy), its tables
+        merged as a part's are; ``write`` returns its (ranges, markers)."""
+        self.tail = tables
+        names, locs = self._maps()
+        self.handle.write(b",")
+        self.counts = _added(self.counts, write(self.handle, names, locs))
+
     def _append(self, path: Path, found: jsonindex.Indices | None) -> jsonindex.Indices | None:
         """A later part: its launches after a comma, their indices rewritten (by ``found``,
         returned; None when they do not fit the part and were found again)."""
-        with open(path, "r+b") as source, _mapped(source, write=True) as data:
-            start, end, self.tail = _bounds(data)
+        with open(path, "r+b") as source:
+            start, end, self.tail = file_bounds(source)
             if found is not None and len(found) and int(found.end.max()) > end - start:
                 found = None  # not this part's: find them again
             names, locs = self._maps()
             self.handle.write(b",")
-            if _rewritten(data, start, end, names, locs, found):
-                _copy(source, self.handle, start, end - start)
-            else:  # a number changed its length: the rewritten bytes pass through here
-                self.handle.write(jsonindex.remapped(memoryview(data)[start:end], names, locs, found))
+            if names == list(range(len(names))) and locs == list(range(len(locs))):
+                _copy(source, self.handle, start, end - start)  # the same tables: as it is
+                return found
+            with _mapped(source, write=True) as data:
+                if _rewritten(data, start, end, names, locs, found):
+                    _copy(source, self.handle, start, end - start)
+                else:  # a number changed its length: the rewritten bytes pass through here
+                    self.handle.write(jsonindex.remapped(memoryview(data)[start:end], names, locs, found))
         return found
 
-    def _adopt(self, path: Path) -> tuple[int, int]:
+    def _adopt(self, path: Path, counts: tuple[int, int] | None) -> tuple[int, int]:
         """The first part: its spool, renamed into place, is the output up to its tables;
-        its (ranges, markers), counted in its pages."""
-        with open(path, "rb") as source, _mapped(source, write=False) as data:
-            start, tables_at, self.tail = _bounds(data)
-            counts = jsonindex.count(memoryview(data)[start:tables_at])
+        its (ranges, markers): ``counts``, or from the indices kept beside it, or counted in
+        its pages."""
+        kept = path.with_name(indices_name(path.name))
+        with open(path, "rb") as source:
+            start, tables_at, self.tail = file_bounds(source)
+            if counts is None and kept.is_file():
+                counts = jsonindex.load(kept).counts()
+            elif counts is None:
+                with _mapped(source, write=False) as data:
+                    counts = jsonindex.count(memoryview(data)[start:tables_at])
         self._maps()  # the whole export's tables start with the first part's, in order
         try:
             os.replace(path, self.path)
@@ -222,21 +271,9 @@ class Merger:
         return names, locs
 
     def finish(self) -> None:
-        rest = {key: value for key, value in self.tail.items() if key not in ("locationTable", "stringTable")}
-        tables = {"locationTable": self.locations, **rest, "stringTable": self.strings}
-        text = json.dumps(dict(sorted(tables.items())), separators=(",", ":"), ensure_ascii=False)
-        self.handle.write(b"]," + text[1:].encode("utf-8"))
+        self.handle.write(tables_text(self.tail, self.strings, self.locations))
         self.handle.close()
         self.handle = None
-
-
-def _bounds(data) -> tuple[int, int, dict]:
-    """(first byte of the launches, the byte after them, the parsed tables) of a part."""
-    start = data.find(_LAUNCHES) + len(_LAUNCHES)
-    end = data.rfind(_TABLES)
-    if start < len(_LAUNCHES) or end < start:
-        raise ValueError("a part of the JSON export is not in the decoder's layout")
-    return start, end, json.loads(b"{" + data[end + 2 :])
 
 
 def _rewritten(data, start: int, end: int, names: list[int], locs: list[int], found) -> bool:

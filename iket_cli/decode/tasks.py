@@ -44,11 +44,18 @@ class Task:
     #: One launch of a JSON export split by launches (:mod:`.splitjson`): (k, n), launch k
     #: of n; ``raw`` is then that launch's part manifest and the output its spool file.
     part: tuple[int, int] | None = None
+    #: One chunk of that launch split by CTAs (:mod:`.ctasplit`): (c, m), chunk c of m;
+    #: ``raw`` is then the chunk's manifest and the output its spool file.
+    chunk: tuple[int, int] | None = None
 
     @property
     def which_launch(self) -> str:
-        """`` launch 1 of 2`` for a part of a split JSON export, else empty (for messages)."""
-        return f" launch {self.part[0] + 1} of {self.part[1]}" if self.part else ""
+        """`` launch 1 of 2`` for a part of a split JSON export (`` launch 1 of 2, CTAs 3/4``
+        for a chunk of one), else empty (for messages)."""
+        if not self.part:
+            return ""
+        where = f" launch {self.part[0] + 1} of {self.part[1]}"
+        return where + (f", CTAs {self.chunk[0] + 1}/{self.chunk[1]}" if self.chunk else "")
 
     @property
     def raw_bytes(self) -> int:
@@ -68,7 +75,7 @@ class Task:
         """The bytes this task may take at its peak (an estimate, see MEMORY_FACTOR); a
         part's, its share of the raw data (the launches of keep256 weigh about the same)."""
         whole = self.raw_bytes * MEMORY_FACTOR[self.export]
-        return whole // self.part[1] if self.part else whole
+        return whole // (self.part[1] if self.part else 1) // (self.chunk[1] if self.chunk else 1)
 
     def parts(self, count: int) -> list[Task]:
         """This JSON task's launches as tasks of their own (their part manifests written by
@@ -77,6 +84,24 @@ class Task:
         return [
             Task(self.pid_hex, folder / part_name(self.raw.name, k), folder, "json", self.formats, (k, count))
             for k in range(count)
+        ]
+
+    def chunks(self, count: int) -> list[Task]:
+        """This launch's CTA chunks as tasks of their own (their manifests written by
+        :func:`.splitjson.part_manifests` beside the raw manifest)."""
+        folder, (number, _) = self.raw.parent, self.part
+        raw_name = self.raw.name.removeprefix(f".part{number}.")
+        return [
+            Task(
+                self.pid_hex,
+                folder / part_name(raw_name, number, c),
+                folder,
+                "json",
+                self.formats,
+                self.part,
+                (c, count),
+            )
+            for c in range(count)
         ]
 
     def to_dict(self) -> dict:
@@ -88,11 +113,12 @@ class Task:
             "export": self.export,
             "formats": list(self.formats),
             "part": list(self.part) if self.part else None,
+            "chunk": list(self.chunk) if self.chunk else None,
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> Task:
-        part = data.get("part")
+        part, chunk = data.get("part"), data.get("chunk")
         return cls(
             data["pid_hex"],
             Path(data["raw"]),
@@ -100,6 +126,7 @@ class Task:
             data["export"],
             tuple(data["formats"]),
             (int(part[0]), int(part[1])) if part else None,
+            (int(chunk[0]), int(chunk[1])) if chunk else None,
         )
 
     def outputs(self) -> list[str]:
@@ -126,9 +153,10 @@ class Outcome:
     errno: int | None = None
 
 
-def part_name(raw_name: str, number: int) -> str:
-    """``.part1.iket.data.json``: the raw manifest that keeps launch ``number`` alone."""
-    return f".part{number}.{raw_name}"
+def part_name(raw_name: str, number: int, chunk: int | None = None) -> str:
+    """``.part1.iket.data.json``: the raw manifest that keeps launch ``number`` alone;
+    ``.part1.2.iket.data.json``: the one that keeps its CTA chunk ``chunk``."""
+    return f".part{number}.{raw_name}" if chunk is None else f".part{number}.{chunk}.{raw_name}"
 
 
 #: What a part of a split JSON export leaves beside the raw data until it is merged: its

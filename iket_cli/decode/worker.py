@@ -1,4 +1,6 @@
-"""A decode worker process: ``python -m iket_cli.decode.worker SPEC`` decodes one task.
+"""A decode worker process: ``python -m iket_cli.decode.worker SPEC`` decodes one task;
+``--serve PARENT`` decodes one task per line of its input, answering a line each (a long-lived
+worker, :class:`.workers.Server`).
 
 SPEC is the task as JSON, with the pid of the CLI that started it. Errors go to stderr as
 one line; the exit status says whether the task succeeded (ENOSPC or EDQUOT: the disk is
@@ -9,6 +11,7 @@ dies with the CLI (a parent-death signal), so a killed CLI leaves no decode runn
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from ..capture.tree import die_with_parent
@@ -26,5 +29,20 @@ def main(spec: str) -> int:
     return 0
 
 
+def serve(parent: int) -> int:
+    """Decode each task read from stdin; answer each on the original stdout with a JSON line
+    (``error``, ``errno``). The decoder's own output goes to stderr, not into the answers."""
+    die_with_parent(parent)
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    for line in sys.stdin:
+        outcome = decode(Task.from_dict(json.loads(line)))
+        answers.write(json.dumps({"error": outcome.error, "errno": outcome.errno}) + "\n")
+        answers.flush()
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--serve":
+        sys.exit(serve(int(sys.argv[2])))
     sys.exit(main(sys.argv[1]))

@@ -73,3 +73,26 @@ def remap_slowly(body: bytes, names: list[int], locs: list[int]) -> bytes:
 def count_slowly(body: bytes) -> int:
     """How many index numbers ``body`` holds, by the reference's pattern."""
     return sum(1 if m[1] else len([i for i in m[3].split(b",") if i]) for m in _INDEX.finditer(body))
+
+
+def test_the_splice_gives_the_rewrite_and_where_each_number_went():
+    """:func:`jsonindex.spliced` (a split launch's chunks: numbers that gain or lose digits,
+    all placed at once) gives the regular expression's bytes, and each new number sits where
+    it says."""
+    import numpy as np
+
+    rng = random.Random(3)
+    for _ in range(200):
+        n, m = rng.randint(1, 30), rng.randint(1, 300)
+        names = rng.sample(range(n * rng.randint(1, 40)), n)
+        locs = rng.sample(range(m * rng.randint(1, 40)), m)
+        body = random_body(rng, list(range(n)), list(range(m)))
+        found = jsonindex.find(body)
+        order = np.argsort(found.start, kind="stable")
+        found = jsonindex.Indices(*(getattr(found, k)[order] for k in ("start", "end", "value", "key")))
+        new = jsonindex.looked_up(found, names, locs)
+        out, starts = jsonindex.spliced(np.frombuffer(body, np.uint8), found, new)
+        assert out.tobytes() == remap_slowly(body, names, locs)
+        assert [
+            int(out[s : s + len(b"%d" % v)].tobytes()) for s, v in zip(starts, new, strict=False)
+        ] == new.tolist()

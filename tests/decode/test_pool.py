@@ -160,14 +160,25 @@ def test_the_launches_of_one_process_decode_side_by_side(tmp_path, monkeypatch, 
     assert list(memo._COUNTS.values()) == [counted], "the merge told the counts it made as it went"
 
 
-@pytest.mark.parametrize(("name", "pid"), [("multi", "0x23f"), ("warp_multi", "0x7c4")])
-def test_the_report_gets_the_trace_assembled_from_the_parts(tmp_path, monkeypatch, name, pid):
-    """With html asked for, each part's worker scans its launch; the merged trace handed to
-    the report equals the merged file read back, column for column, and is taken once."""
+@pytest.mark.parametrize(
+    ("name", "pid", "by_ctas"),
+    [
+        ("multi", "0x23f", False),
+        ("warp_multi", "0x7c4", False),
+        ("multi", "0x23f", True),
+        ("cute_pipeline", "0xfc5", True),
+    ],
+)
+def test_the_report_gets_the_trace_assembled_from_the_parts(tmp_path, monkeypatch, name, pid, by_ctas):
+    """With html asked for, each part's worker scans its launch (or its chunk, the chunks'
+    columns joined as the stitch joins their records); the merged trace handed to the report
+    equals the merged file read back, column for column, and is taken once."""
     from dataclasses import fields
 
     from iket_cli.model import trace as trace_mod
 
+    if by_ctas:
+        _by_ctas(monkeypatch)
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
     monkeypatch.setattr(memo, "_TRACES", {})
     folder = kept(tmp_path, name)
@@ -179,7 +190,7 @@ def test_the_report_gets_the_trace_assembled_from_the_parts(tmp_path, monkeypatc
     read = trace_mod.load(path)  # nothing held now: the file itself
     assert assembled is not read
     assert (assembled.strings, assembled.locations) == (read.strings, read.locations)
-    assert len(assembled.launches) == len(read.launches) > 1
+    assert len(assembled.launches) == len(read.launches) >= 1
     for ours, theirs in zip(assembled.launches, read.launches, strict=True):
         assert (ours.kernel, ours.grid, ours.block, ours.grid_id, ours.cluster) == (
             theirs.kernel, theirs.grid, theirs.block, theirs.grid_id, theirs.cluster
@@ -205,11 +216,11 @@ def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothin
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
     written = splitjson.part_manifests
 
-    def one_broken(raw):
-        parts = written(raw)
-        data = json.loads(parts[1].read_text())
+    def one_broken(raw, chunk_bytes=None):
+        parts = written(raw, chunk_bytes)
+        data = json.loads(parts[1].path.read_text())
         data["launches"][0]["dataRef"]["offset"] = 1 << 40  # far past the end of iket.data.bin
-        parts[1].write_text(json.dumps(data))
+        parts[1].path.write_text(json.dumps(data))
         return parts
 
     monkeypatch.setattr(splitjson, "part_manifests", one_broken)
@@ -221,3 +232,95 @@ def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothin
     assert not (folder / "iket_pid_0x23f.trace.json").exists()
     leftovers = [p.name for p in folder.rglob(".*") if p.is_file()]
     assert leftovers == [], leftovers
+
+
+def _by_ctas(monkeypatch) -> list:
+    """Every launch of more than one CTA decoded a CTA a chunk; the worker processes started."""
+    from iket_cli.decode import ctasplit, workers
+
+    monkeypatch.setattr(pool, "INLINE_BYTES", -1)
+    monkeypatch.setattr(ctasplit, "CHUNK_RAW_BYTES", 1)
+    monkeypatch.setattr(ctasplit, "MIN_WARP_BYTES", 0)  # the fixtures' small warps split too
+    started, start = [], workers.spawn.start
+
+    def counted(argv, **options):
+        started.append(list(argv))
+        return start(argv, **options)
+
+    monkeypatch.setattr(workers.spawn, "start", counted)
+    return started
+
+
+@pytest.mark.parametrize(
+    ("name", "pid"), [("multi", "0x23f"), ("cute_pipeline", "0xfc5"), ("warp_multi", "0x7c4")]
+)
+def test_launches_decoded_by_ctas_in_workers_that_stay(tmp_path, monkeypatch, name, pid):
+    """Each launch's CTA chunks go to at most --jobs long-lived workers; the chunks stitched
+    and the launches merged give run-iket's bytes; nothing is left beside the raw data."""
+    from iket_cli.decode import splitjson
+
+    started = _by_ctas(monkeypatch)
+    monkeypatch.setattr(memo, "_COUNTS", {})
+    folder = kept(tmp_path, name)
+    progress = Recorder()
+    planned = tasks.plan(folder, ["json"])
+    chunks = splitjson.planned_parts(planned[0].raw, 1)
+    (outcome,) = pool.run(planned, jobs=3, progress=progress)
+    assert outcome.error is None
+    name_json = f"iket_pid_{pid}.trace.json"
+    assert (folder / name_json).read_bytes() == (FIXTURES / name / name_json).read_bytes()
+    units = [label for label in progress.labels if label[2]]
+    assert len(units) == sum(chunks) > len(chunks), "every chunk a unit of its own"
+    servers = [argv for argv in started if "--serve" in argv]
+    assert servers == started and 1 < len(servers) <= 3, "within --jobs, each worker taking many"
+    assert sorted(p.name for p in (folder / "iket" / f"pid_{pid}").iterdir() if p.name.startswith(".")) == []
+    counted = artifacts._count_keys(folder / name_json, artifacts.RECORD_KEYS)
+    assert list(memo._COUNTS.values()) == [counted]
+
+
+def test_a_launch_that_does_not_stitch_is_decoded_whole(tmp_path, monkeypatch):
+    """Chunks the stitch refuses (ValueError: not the layout it relies on) cost time, not the
+    export: the launch is decoded whole, the bytes are run-iket's."""
+    from iket_cli.decode import ctastitch
+
+    _by_ctas(monkeypatch)
+
+    def refuse(*args, **kwargs):
+        raise ValueError("not this layout")
+
+    monkeypatch.setattr(ctastitch, "stitch", refuse)
+    folder = kept(tmp_path, "cute_pipeline")
+    (outcome,) = pool.run(tasks.plan(folder, ["json"]), jobs=2)
+    assert outcome.error is None
+    name_json = "iket_pid_0xfc5.trace.json"
+    assert (folder / name_json).read_bytes() == (FIXTURES / "cute_pipeline" / name_json).read_bytes()
+    assert not list((folder / "iket" / "pid_0xfc5").glob(".part*"))
+
+
+def test_a_chunk_whose_worker_dies_fails_the_json_alone_and_leaves_nothing(tmp_path, monkeypatch):
+    """A chunk the decoder aborts on (its manifest points past the data) takes its worker:
+    the JSON export fails named by launch and chunk, the Perfetto export stands, no chunk,
+    spool or worker is left."""
+    from iket_cli.decode import splitjson
+
+    _by_ctas(monkeypatch)
+    written = splitjson.part_manifests
+
+    def one_broken(raw, chunk_bytes=None):
+        parts = written(raw, chunk_bytes)
+        chunk = parts[0].chunks[2]
+        data = json.loads(chunk.read_text())
+        data["launches"][0]["dataRef"]["offset"] = 1 << 40
+        chunk.write_text(json.dumps(data))
+        return parts
+
+    monkeypatch.setattr(splitjson, "part_manifests", one_broken)
+    folder = kept(tmp_path, "cute_pipeline")
+    outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=2)}
+    failed = outcomes["json"]
+    assert failed.error and "launch 1 of 1, CTAs 3/8" in failed.error and "crashed" in failed.error, (
+        failed.error
+    )
+    assert outcomes["perfetto"].error is None
+    assert not (folder / "iket_pid_0xfc5.trace.json").exists()
+    assert [p.name for p in folder.rglob(".*") if p.is_file()] == []

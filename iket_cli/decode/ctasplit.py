@@ -1,0 +1,79 @@
+"""A big launch decoded by CTAs: which launches split, and each chunk's raw manifest.
+
+A launch's JSON export costs the decoder time and memory in proportion to its events (keep256:
+5 s and 1.4 GB for one launch of 132 CTAs; a quarter of it, 1.3 s and 0.37 GB). Two such
+exports side by side on the 2-core machine took 8 s, their fresh memory's page faults most of
+it; the same launches in quarters, one after another in two long-lived workers
+(:mod:`.workers`), 4.5 s. So a big launch is decoded by CTAs: the raw manifest of a chunk is
+the launch's with ``gridDimX`` and the buffer range of its CTAs (each warp's buffer has a
+fixed size, CTA after CTA), and the decoder exports it as it would the launch, with CTA
+numbers counted from the chunk's first. :mod:`.ctastitch` puts the chunks' exports back
+together, byte for byte the decoder's export of the whole launch.
+"""
+
+from __future__ import annotations
+
+#: Raw bytes of a launch per chunk: keep256's 5.9 MB launches make four chunks of about
+#: 36 MB of JSON and 0.37 GB of decoder memory each.
+CHUNK_RAW_BYTES = 3 << 19
+#: Raw bytes a warp must be able to record for its launch to be split (see chunk_count).
+MIN_WARP_BYTES = 128
+WARP = 32
+
+
+def ctas(launch: dict) -> int:
+    """The CTAs of ``launch`` if it can be split by them, else 0: a decodable launch of a
+    one-dimensional grid without clusters, whose buffer holds exactly one warp buffer per
+    warp of each CTA."""
+    try:
+        if not launch.get("canDecode") or launch.get("gridDimY") != 1 or launch.get("gridDimZ") != 1:
+            return 0
+        if any(
+            int(v) > 1
+            for key in ("clusterDim", "preferredClusterDim", "enabledCluster")
+            for v in launch.get(key, {}).values()
+        ):
+            return 0
+        threads = int(launch["blockDimX"]) * int(launch["blockDimY"]) * int(launch["blockDimZ"])
+        warp_bytes, size = int(launch["warpBufferSize"]), int(launch["bufferSize"])
+        blocks = int(launch["gridDimX"])
+        ref = launch["dataRef"]
+        fits = size == blocks * -(-threads // WARP) * warp_bytes and int(ref["size"]) == size
+        return blocks if warp_bytes > 0 and blocks > 1 and fits else 0
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return 0
+
+
+def chunk_count(launch: dict, raw_bytes: int = CHUNK_RAW_BYTES) -> int:
+    """Into how many chunks ``launch`` is decoded (1: whole). A launch whose warps record
+    little (a warp trace: 24 bytes a warp) is decoded whole: the stitch costs a few
+    microseconds of Python per warp, the decoder's export of such a warp less."""
+    blocks = ctas(launch)
+    if not blocks or int(launch["warpBufferSize"]) < MIN_WARP_BYTES:
+        return 1
+    return max(1, min(blocks, -(-int(launch["bufferSize"]) // raw_bytes)))
+
+
+def firsts(blocks: int, count: int) -> list[int]:
+    """The first CTA of each of ``count`` chunks of ``blocks`` CTAs (as equal as they come)."""
+    return [blocks * number // count for number in range(count)]
+
+
+def spans(blocks: int, count: int) -> list[tuple[int, int]]:
+    """(first CTA, CTA after the last) of each of ``count`` chunks of ``blocks`` CTAs."""
+    starts = firsts(blocks, count)
+    return list(zip(starts, [*starts[1:], blocks], strict=True))
+
+
+def chunk(launch: dict, first: int, last: int) -> dict:
+    """The raw manifest entry that keeps CTAs ``first`` to ``last - 1`` of ``launch``."""
+    per_cta = int(launch["bufferSize"]) // int(launch["gridDimX"])
+    offset, size = first * per_cta, (last - first) * per_cta
+    ref = dict(launch["dataRef"], offset=int(launch["dataRef"]["offset"]) + offset, size=size)
+    return {
+        **launch,
+        "gridDimX": last - first,
+        "bufferOffset": int(launch["bufferOffset"]) + offset,
+        "bufferSize": size,
+        "dataRef": ref,
+    }

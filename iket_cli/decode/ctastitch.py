@@ -1,0 +1,388 @@
+"""A launch's CTA chunks, their exports stitched back into the launch's own export.
+
+The decoder orders a launch's warps by (SM, CTA, warp): its location table in that order,
+and the records of each array (markers, ranges, warp lifetimes) grouped by warp in that order
+(a range by the warp it began in). A chunk's export (:mod:`.ctasplit`) is that order
+restricted to its CTAs, so the launch's export interleaves the chunks' per-warp runs of
+records by (SM, CTA, warp), their location indices renumbered into the launch's table and
+their name indices into the launch's string table (names in the order the decoder first meets
+them: warp by warp). :func:`stitch` does that with the indices each chunk's worker found
+(:mod:`.jsonindex`), run by run, copying bytes and renumbering only the digits; anything that
+does not fit this layout raises ``ValueError`` and the launch is decoded whole instead.
+Byte for byte the decoder's whole-launch export on keep256, on every H200 capture in
+``tests/fixtures`` (PyTorch's 4096-CTA kernels among them: many CTAs an SM) and on
+``big_kernel.py`` captured on the H200 (``scripts/gpu_check.py``). keep256's launch (151 MB,
+four chunks): stitched in 0.5 s on the 2-core machine.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from . import jsonindex
+from .jsonlayout import bounds, tables_text
+from .tasks import indices_name
+
+
+class _Array(NamedTuple):
+    """One of a launch's record arrays, as the stitch reads it."""
+
+    key: bytes  #: the array's key and ``[``
+    record: bytes  #: how each of its records begins
+    warp: int  #: the index key that gives a record's warp (a range's: its first warpLocIdxs)
+    one_each: int  #: an index key each record has once (to count records)
+    names_warp: bytes  #: the bytes that name a record's warp, when they name it alone
+
+
+_ARRAYS = (
+    _Array(b'"markers":[', b'{"color":', jsonindex.LOC, jsonindex.LOC, b'"locIdx":%(w)d,'),
+    _Array(
+        b'"ranges":[', b'{"endTs":', jsonindex.WARP_LOC, jsonindex.RANGE_NAME, b'"warpLocIdxs":[%(w)d,%(w)d]'
+    ),
+    _Array(b'"warpLifetimes":[', b'{"endTs":', jsonindex.LOC, jsonindex.LOC, b'"locIdx":%(w)d,'),
+)
+
+
+def stitch(spools: list[Path], firsts: list[int], grid_x: int, out: Path) -> Stitch:
+    """Write the whole launch's one-launch export to ``out`` (:meth:`Stitch.write_file`);
+    the stitch, closed, is returned for its ``maps`` and ``counts``."""
+    with Stitch(spools, firsts, grid_x) as joined:
+        joined.write_file(out)
+    return joined
+
+
+#: A chunk's spool is mapped with its pages at once (just written: in the page cache).
+_SHARED_POPULATED = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+
+
+def _order(location: dict) -> tuple:
+    return (
+        location["smId"],
+        location["ctaId"][2],
+        location["ctaId"][1],
+        location["ctaId"][0],
+        location["warpId"],
+    )
+
+
+class _Chunk:
+    """A chunk's spooled export: its launch's bytes (mapped), tables and indices."""
+
+    def __init__(self, path: Path, first: int) -> None:
+        self.handle = open(path, "rb")  # noqa: SIM115 - closed by close()
+        try:
+            self.data = mmap.mmap(
+                self.handle.fileno(),
+                0,
+                flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                prot=mmap.PROT_READ,
+            )
+        except (OSError, ValueError):
+            self.handle.close()
+            raise
+        try:
+            self._read(path, first)
+        except (KeyError, TypeError, IndexError) as error:
+            self.close()
+            raise ValueError(f"{path.name}: not the decoder's layout ({error!r})") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self, path: Path, first: int) -> None:
+        self.start, self.end, tail = bounds(self.data)
+        self.tail = tail
+        self.strings = tail["stringTable"]
+        self.locations = [
+            dict(loc, ctaId=[loc["ctaId"][0] + first, *loc["ctaId"][1:]]) for loc in tail["locationTable"]
+        ]
+        keys = [_order(loc) for loc in self.locations]
+        if keys != sorted(keys) or len(set(keys)) != len(keys):
+            raise ValueError(f"{path.name}: its warps are not in (SM, CTA, warp) order")
+        kept = path.with_name(indices_name(path.name))
+        found = jsonindex.load(kept) if kept.is_file() else jsonindex.find(self.body())
+        self.found = _sorted(found)
+
+    def body(self) -> memoryview:
+        return memoryview(self.data)[self.start : self.end]
+
+    def close(self) -> None:
+        self.data.close()
+        self.handle.close()
+
+
+def _sorted(found: jsonindex.Indices) -> jsonindex.Indices:
+    import numpy as np
+
+    order = np.argsort(found.start, kind="stable")
+    return found.taken(order)
+
+
+class Stitch:
+    """A launch's chunks (their spools, in CTA order, each chunk's indices kept beside its
+    spool or found again), read and checked: the launch's tables, and each array's runs of
+    records in the launch's order. Everything that may not fit the layout raises
+    ``ValueError`` here, before a byte is written; then :meth:`write_file` writes the
+    launch's own export, or :meth:`write_into` its launch into a merge's output."""
+
+    def __init__(self, spools: list[Path], firsts: list[int], grid_x: int) -> None:
+        self.chunks: list[_Chunk] = []
+        try:
+            for path, first in zip(spools, firsts, strict=True):
+                self.chunks.append(_Chunk(path, first))
+            counted = [one.found.counts() for one in self.chunks]
+            #: The launch's (ranges, markers): its chunks' together.
+            self.counts = (sum(r for r, _ in counted), sum(m for _, m in counted))
+            self._tables()
+            self.layouts = [_layout(one) for one in self.chunks]
+            head = self.layouts[0][0]
+            if any(_gridless(other[0]) != _gridless(head) for other in self.layouts):
+                raise ValueError("the chunks' launch fields differ")
+            self.head = _GRID.sub(b'"gridDimX":%d,' % grid_x, head, count=1)
+            self.runs = [
+                self._runs([layout[2][number] for layout in self.layouts], array)
+                for number, array in enumerate(_ARRAYS)
+            ]
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> Stitch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for one in self.chunks:
+            one.close()
+        self.chunks = []
+
+    @property
+    def tables(self) -> dict:
+        """The launch's tables (and the rest of the export's tail, ``meta``)."""
+        return {**self.chunks[0].tail, "locationTable": self.locations, "stringTable": self.strings}
+
+    @property
+    def maps(self) -> list[tuple[list[int], list[int]]]:
+        """Each chunk's (names, locations) map into the launch's tables."""
+        return list(zip(self.name_maps, self.loc_maps, strict=True))
+
+    def _tables(self) -> None:
+        """The launch's location table (its warps in (SM, CTA, warp) order) and string table,
+        and each chunk's maps into them."""
+        chunks = self.chunks
+        everything = sorted(
+            (_order(loc), number, index)
+            for number, one in enumerate(chunks)
+            for index, loc in enumerate(one.locations)
+        )
+        if len({key for key, _, _ in everything}) != len(everything):
+            raise ValueError("two chunks hold the same warp")
+        self.locations = [chunks[number].locations[index] for _, number, index in everything]
+        self.loc_maps = [[0] * len(one.locations) for one in chunks]
+        #: Each chunk's warps by their launch rank: rank -> the chunk's own location index.
+        self.local: list[dict[int, int]] = [{} for _ in chunks]
+        for rank, (_, number, index) in enumerate(everything):
+            self.loc_maps[number][index] = rank
+            self.local[number][rank] = index
+        self.strings, self.name_maps = self._names()
+
+    def _names(self) -> tuple[list, list[list[int]]]:
+        """The launch's string table, and each chunk's map into it: each name where the
+        decoder first meets it, warp by warp, and within a warp in its chunk's own order.
+        Chunks do differ (CuTe DSL's ``cute_affine``: a warp meets ``load`` before ``affine``
+        in some CTAs), and this order gives the whole launch's table on that capture at 2, 3
+        and 8 chunks (``tests/decode/test_ctasplit.py``)."""
+        tables = [one.strings for one in self.chunks]
+        if all(table == tables[0] for table in tables):
+            strings = list(tables[0])
+        else:
+            first: dict = {}
+            for number, one in enumerate(self.chunks):
+                for index, (rank, name) in enumerate(zip(self._first_use(number), one.strings, strict=True)):
+                    first[name] = min(first.get(name, (rank, index)), (rank, index))
+            strings = sorted(first, key=first.__getitem__)
+        at = {name: index for index, name in enumerate(strings)}
+        return strings, [[at[name] for name in table] for table in tables]
+
+    def _first_use(self, number: int) -> list[int]:
+        """The launch rank of the first warp using each of chunk ``number``'s names (a
+        range's name: the warp it began in; a marker's: its own)."""
+        import numpy as np
+
+        found, ranks = self.chunks[number].found, np.asarray(self.loc_maps[number] + [1 << 40], np.int64)
+        key = found.key
+        names = np.flatnonzero((key == jsonindex.RANGE_NAME) | (key == jsonindex.MARKER_NAME))
+        warp_at = np.where(key[names] == jsonindex.RANGE_NAME, names + 1, names - 1)  # see _ARRAYS
+        warp_at = np.clip(warp_at, 0, max(len(key) - 1, 0))
+        rank = (
+            ranks[np.clip(found.value[warp_at], 0, len(ranks) - 1)] if len(names) else np.zeros(0, np.int64)
+        )
+        first = np.full(len(self.chunks[number].strings), 1 << 40, np.int64)
+        np.minimum.at(first, np.clip(found.value[names], 0, len(first) - 1), rank)
+        return first.tolist()
+
+    def write_file(self, out: Path) -> tuple[int, int]:
+        """Write the launch's one-launch export to ``out``; its (ranges, markers)."""
+        with open(out, "wb") as handle:
+            handle.write(self.chunks[0].data[: self.chunks[0].start])
+            self.write_into(handle)
+            handle.write(tables_text(self.chunks[0].tail, self.strings, self.locations))
+        return self.counts
+
+    def write_into(self, handle, names: list[int] | None = None, locs: list[int] | None = None):
+        """Write the launch (its ``{...}``) at ``handle``'s position, its indices renumbered
+        into the launch's tables, or through them into a whole export's (``names``,
+        ``locs``: where each entry of the launch's tables sits there); its (ranges, markers)."""
+        self.final_names = [_through(table, names) for table in self.name_maps]
+        self.final_locs = [_through(table, locs) for table in self.loc_maps]
+        self.final = _through(list(range(len(self.locations))), locs)
+        _, betweens, _, tail = self.layouts[0]
+        handle.write(self.head)
+        for number, array in enumerate(_ARRAYS):
+            if number:
+                handle.write(betweens[number - 1])  # from one array's ] to the next one's [
+            for run, (chunk_no, warps) in enumerate(self.runs[number]):
+                for at, piece in enumerate(self._renumbered(chunk_no, warps, array)):
+                    if run or at:
+                        handle.write(b",")
+                    handle.write(piece)
+        handle.write(tail)
+        return self.counts
+
+    def _runs(self, regions: list, array: _Array) -> list[tuple[int, list]]:
+        """The array's runs of records in the launch's warp order: (chunk, its warps' runs
+        (rank, first byte, end)), a chunk's neighbouring runs together."""
+        runs = []
+        for number, (low, high) in enumerate(regions):
+            for rank, first, last in self._warp_runs(number, low, high, array):
+                runs.append((rank, number, first, last))
+        runs.sort()
+        joined: list[tuple[int, list]] = []
+        for rank, number, first, last in runs:
+            if joined and joined[-1][0] == number and joined[-1][1][-1][2] + 1 == first:
+                joined[-1][1].append((rank, first, last))
+            else:
+                joined.append((number, [(rank, first, last)]))
+        return joined
+
+    def _warp_runs(self, number: int, low: int, high: int, array: _Array) -> list:
+        """(launch rank of the warp, first byte, end) of each run of one warp's records in
+        the array held by ``low``..``high`` of chunk ``number``'s body."""
+        import numpy as np
+
+        one = self.chunks[number]
+        if high <= low:
+            return []
+        found = one.found
+        lo, hi = np.searchsorted(found.start, [low, high])
+        key = found.key[lo:hi]
+        if array.warp == jsonindex.WARP_LOC:  # a range's warp: the entry after its name
+            names = np.flatnonzero(key == jsonindex.RANGE_NAME)
+            if len(names) and (names[-1] + 1 >= len(key) or (key[names + 1] != jsonindex.WARP_LOC).any()):
+                raise ValueError("a range without its warp")
+            at = names + 1
+        else:
+            at = np.flatnonzero(key == array.warp)
+        ranks = np.asarray(self.loc_maps[number], np.int64)[found.value[lo:hi][at]]
+        if (np.diff(ranks) < 0).any():
+            raise ValueError("a chunk's records are not grouped by warp in (SM, CTA, warp) order")
+        change = np.flatnonzero(np.diff(ranks)) + 1
+        positions = found.start[lo:hi][at]
+        body, runs, begin = one.data, [], low
+        base = one.start
+        for index in change.tolist():
+            cut = body.rfind(b"}," + array.record, base + begin, base + int(positions[index]))
+            if cut < 0:
+                raise ValueError("a record the layout does not explain")
+            cut -= base
+            runs.append((int(ranks[index - 1]), begin, cut + 1))
+            begin = cut + 2
+        if len(ranks):
+            runs.append((int(ranks[-1]), begin, high))
+        elif high > low:
+            raise ValueError("records without a warp")
+        return runs
+
+    def _renumbered(self, number: int, warps: list, array: _Array) -> list:
+        """Runs of chunk ``number``'s body (``warps``: one warp's records each, side by side)
+        with their indices renumbered into the launch's tables: its pieces, to be written with
+        a comma between.
+
+        A warp's records that all name that warp alone (every marker and lifetime; ranges
+        that end in the warp they began in) and no name that moves are renumbered by one
+        ``bytes.replace`` (C speed); any other run has its digits spliced by numpy."""
+        import numpy as np
+
+        one = self.chunks[number]
+        if self.final_names[number] != list(range(len(one.strings))):
+            return [self._spliced(number, warps[0][1], warps[-1][2])]
+        pieces = []
+        for rank, first, last in warps:
+            piece = one.data[one.start + first : one.start + last]
+            old, now = self.local[number][rank], self.final[rank]
+            if old != now:
+                lo, hi = np.searchsorted(one.found.start, [first, last])
+                records = int(np.count_nonzero(one.found.key[lo:hi] == array.one_each))
+                before, after = (array.names_warp % {b"w": warp} for warp in (old, now))
+                if piece.count(before) == records:
+                    piece = piece.replace(before, after)
+                else:  # a range that ends in another warp: its digits one by one
+                    piece = self._spliced(number, first, last)
+            pieces.append(piece)
+        return pieces
+
+    def _spliced(self, number: int, low: int, high: int) -> bytes:
+        """Bytes ``low``..``high`` of chunk ``number``'s body with every index number in them
+        renumbered (:func:`.jsonindex.spliced`)."""
+        import numpy as np
+
+        one = self.chunks[number]
+        lo, hi = np.searchsorted(one.found.start, [low, high])
+        sub = one.found.taken(slice(lo, hi))
+        sub.start, sub.end = sub.start - low, sub.end - low
+        new = jsonindex.looked_up(sub, self.final_names[number], self.final_locs[number])
+        body = np.frombuffer(one.data, np.uint8, count=high - low, offset=one.start + low)
+        out, _ = jsonindex.spliced(body, sub, new)
+        del body
+        return out.tobytes()
+
+
+def _through(table: list[int], then: list[int] | None) -> list[int]:
+    """``table`` looked up in ``then`` (None: as it is)."""
+    return table if then is None else [then[index] for index in table]
+
+
+_GRID = re.compile(rb'"gridDimX":\d+,')
+
+
+def _gridless(head: bytes) -> bytes:
+    return _GRID.sub(b"", head, count=1)
+
+
+def _layout(one: _Chunk) -> tuple[bytes, list[bytes], list[tuple[int, int]], bytes]:
+    """A chunk's launch cut at its arrays: (its fields up to the first array's ``[``, the
+    bytes from each array's ``]`` to the next one's ``[``, each array's region in the body,
+    the bytes from the last array's ``]``)."""
+    data, base = one.data, one.start
+    spans, at = [], base
+    for key in (array.key for array in _ARRAYS):
+        found = data.find(key, at, one.end)
+        if found < 0:
+            raise ValueError(f"a chunk without {key.decode()}")
+        at = found + len(key)
+        spans.append(at)
+    ends = []
+    for number, begin in enumerate(spans):
+        last = number + 1 == len(spans)
+        close = data.rfind(b"]}" if last else b"],", begin, one.end if last else spans[number + 1])
+        if close < 0:
+            raise ValueError("a chunk's array without its end")
+        ends.append(close)
+    betweens = [data[ends[n] : spans[n + 1]] for n in range(len(spans) - 1)]
+    regions = [(spans[n] - base, ends[n] - base) for n in range(len(spans))]
+    return data[base : spans[0]], betweens, regions, data[ends[-1] : one.end]

@@ -1,0 +1,57 @@
+"""The layout of the decoder's JSON export, as far as a split export's merge relies on it.
+
+The decoder writes ``{"graphLaunches":...,"launches":[`` then each launch, then ``],`` and
+the tables (``locationTable``, ``meta``, ``stringTable``), keys sorted and no spaces: a part's
+launches are the bytes between, and its tables are parsed on their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+_LAUNCHES = b'"launches":['
+_TABLES = b'],"locationTable":'
+
+
+def tables_text(tail: dict, strings: list, locations: list) -> bytes:
+    """What follows the last launch, as the decoder writes it: ``],`` then the tables (and
+    whatever else ``tail`` holds, ``meta``), keys sorted, no spaces."""
+    rest = {key: value for key, value in tail.items() if key not in ("locationTable", "stringTable")}
+    tables = {"locationTable": locations, **rest, "stringTable": strings}
+    text = json.dumps(dict(sorted(tables.items())), separators=(",", ":"), ensure_ascii=False)
+    return b"]," + text[1:].encode("utf-8")
+
+
+def bounds(data) -> tuple[int, int, dict]:
+    """(first byte of the launches, the byte after them, the parsed tables) of a part."""
+    start = data.find(_LAUNCHES) + len(_LAUNCHES)
+    end = data.rfind(_TABLES)
+    if start < len(_LAUNCHES) or end < start:
+        raise ValueError("a part of the JSON export is not in the decoder's layout")
+    return start, end, json.loads(b"{" + data[end + 2 :])
+
+
+#: How much of a part's start holds ``"launches":[``, and the first look at its end for the tables.
+_HEAD, _TAIL = 1 << 12, 1 << 20
+
+
+def file_bounds(handle) -> tuple[int, int, dict]:
+    """:func:`bounds` of an open part file, reading only its start and its tables: the
+    merge of a part whose indices need no rewrite never maps the part's pages."""
+    size = os.fstat(handle.fileno()).st_size
+    handle.seek(0)
+    head = handle.read(_HEAD)
+    start = head.find(_LAUNCHES) + len(_LAUNCHES)
+    window = _TAIL
+    while True:
+        at = max(size - window, 0)
+        handle.seek(at)
+        tail = handle.read(size - at)
+        end = tail.rfind(_TABLES)
+        if end >= 0 or at == 0:
+            break
+        window *= 8
+    if start < len(_LAUNCHES) or end < 0 or at + end < start:
+        raise ValueError("a part of the JSON export is not in the decoder's layout")
+    return start, at + end, json.loads(b"{" + tail[end + 2 :])
