@@ -28,13 +28,19 @@ def random_body(rng: random.Random, names: list[int], locs: list[int]) -> bytes:
 def test_the_vectorised_remap_equals_the_one_match_at_a_time_rewrite():
     """Random bodies, random table maps (numbers that keep, gain or lose digits): the numpy
     rewrite gives the regular expression's bytes exactly."""
-    rng = random.Random(22)
-    for _ in range(200):
+    for body, names, locs in random_cases(22):
+        assert jsonindex.remapped(body, names, locs) == remap_slowly(body, names, locs)
+
+
+def random_cases(seed: int, count: int = 200):
+    """(body, names map, locations map): random tables whose new numbers keep, gain or lose
+    digits."""
+    rng = random.Random(seed)
+    for _ in range(count):
         n, m = rng.randint(1, 30), rng.randint(1, 300)
         names = rng.sample(range(n * rng.randint(1, 40)), n)
         locs = rng.sample(range(m * rng.randint(1, 40)), m)
-        body = random_body(rng, list(range(n)), list(range(m)))
-        assert jsonindex.remapped(body, names, locs) == remap_slowly(body, names, locs)
+        yield random_body(rng, list(range(n)), list(range(m))), names, locs
 
 
 def test_indices_kept_by_the_worker_give_the_same_rewrite(tmp_path):
@@ -81,18 +87,13 @@ def test_the_splice_gives_the_rewrite_and_where_each_number_went():
     it says."""
     import numpy as np
 
-    rng = random.Random(3)
-    for _ in range(200):
-        n, m = rng.randint(1, 30), rng.randint(1, 300)
-        names = rng.sample(range(n * rng.randint(1, 40)), n)
-        locs = rng.sample(range(m * rng.randint(1, 40)), m)
-        body = random_body(rng, list(range(n)), list(range(m)))
+    for body, names, locs in random_cases(3):
         found = jsonindex.find(body)
         order = np.argsort(found.start, kind="stable")
-        found = jsonindex.Indices(*(getattr(found, k)[order] for k in ("start", "end", "value", "key")))
+        found = found.taken(order)
         new = jsonindex.looked_up(found, names, locs)
         out, starts = jsonindex.spliced(np.frombuffer(body, np.uint8), found, new)
         assert out.tobytes() == remap_slowly(body, names, locs)
         assert [
-            int(out[s : s + len(b"%d" % v)].tobytes()) for s, v in zip(starts, new, strict=False)
+            int(out[s : s + len(b"%d" % v)].tobytes()) for s, v in zip(starts, new, strict=True)
         ] == new.tolist()
