@@ -190,7 +190,8 @@ def test_iket_postprocess_of_a_raw_capture_matches_run_iket(work):
 def test_big_launches_decoded_by_ctas_are_run_iket_bytes(work, iters):
     """big_kernel.py (3 launches of 132 CTAs x 12 warps): each launch is decoded in CTA chunks
     by long-lived workers and stitched (ITERS=128: 1.6 MB of raw data a launch, two chunks;
-    ITERS=16: whole launches), and the JSON and Perfetto exports are run-iket's bytes of the same raw capture."""
+    ITERS=16: whole launches), and the JSON and Perfetto exports are run-iket's bytes of the
+    same raw capture."""
     shutil.copy(ROOT / "tests" / "fixtures" / "workloads" / "big_kernel.py", work / "big_kernel.py")
     env = {**os.environ, "ITERS": str(iters), "LAUNCHES": "3"}
     argv = [

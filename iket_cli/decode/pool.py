@@ -11,11 +11,11 @@ as it and those before it are done. ``jobs`` bounds the decodes running at once,
 stitches and merges included, and a stitch or a merge goes before the next chunk. The merge
 tells the manifest its counts, and with ``html`` the workers' scanned columns make the
 report's trace (:mod:`.partcols`): the merged file is never read back. keep256's JSON (2
-launches, 4 chunks each, 2-core machine): 0.46x of run-iket's export, 1.25 GB for the whole
-tree at ``-j 2`` against run-iket's 2.78 GB; ITERS=512 on the H200 (3 launches of 8 chunks,
-907 MB): ``--postprocess json`` 0.49x, ``all`` 0.27x (docs/benchmarks.md). An interrupt kills
-the workers, removes their half-written files and raises
-:class:`~iket_cli.errors.CaptureInterrupted`.
+launches, 4 chunks each, 2-core machine): 0.46x to 0.53x of run-iket's export, 1.25 GB for
+the whole tree at ``-j 2`` against run-iket's 2.78 GB; ITERS=512 on the H200 (3 launches of 8
+chunks, 907 MB): ``--postprocess json`` 0.49x and 0.50x, ``all`` 0.27x and 0.24x
+(docs/benchmarks.md). An interrupt kills the workers, removes their half-written files and
+raises :class:`~iket_cli.errors.CaptureInterrupted`.
 """
 
 from __future__ import annotations
