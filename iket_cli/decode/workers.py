@@ -89,6 +89,8 @@ class Server:
     def __init__(self, workers: Workers) -> None:
         self.workers = workers
         self.proc: subprocess.Popen | None = None
+        #: The worker's stderr (a file: a pipe nobody reads could fill and stall it).
+        self.errors = None
         #: How the last worker ended (for the error of a task it died on).
         self.returncode: int | None = None
         self.stderr = ""
