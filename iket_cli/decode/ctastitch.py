@@ -6,7 +6,7 @@ and the records of each array (markers, ranges, warp lifetimes) grouped by warp 
 restricted to its CTAs, so the launch's export interleaves the chunks' per-warp runs of
 records by (SM, CTA, warp), their location indices renumbered into the launch's table and
 their name indices into the launch's string table (names in the order the decoder first meets
-them: warp by warp). :func:`stitch` does that with the indices each chunk's worker found
+them: warp by warp). :class:`Stitch` does that with the indices each chunk's worker found
 (:mod:`.jsonindex`), run by run, copying bytes and renumbering only the digits; anything that
 does not fit this layout raises ``ValueError`` and the launch is decoded whole instead.
 Byte for byte the decoder's whole-launch export on keep256, on every H200 capture in
@@ -44,14 +44,6 @@ _ARRAYS = (
     ),
     _Array(b'"warpLifetimes":[', b'{"endTs":', jsonindex.LOC, jsonindex.LOC, b'"locIdx":%(w)d,'),
 )
-
-
-def stitch(spools: list[Path], firsts: list[int], grid_x: int, out: Path) -> Stitch:
-    """Write the whole launch's one-launch export to ``out`` (:meth:`Stitch.write_file`);
-    the stitch, closed, is returned for its ``maps`` and ``counts``."""
-    with Stitch(spools, firsts, grid_x) as joined:
-        joined.write_file(out)
-    return joined
 
 
 #: A chunk's spool is mapped with its pages at once (just written: in the page cache).
@@ -196,7 +188,7 @@ class Stitch:
         decoder first meets it, warp by warp, and within a warp in its chunk's own order.
         Chunks do differ (CuTe DSL's ``cute_affine``: a warp meets ``load`` before ``affine``
         in some CTAs), and this order gives the whole launch's table on that capture at 2, 3
-        and 8 chunks (``tests/decode/test_ctasplit.py``)."""
+        and 7 chunks (``tests/decode/test_ctasplit.py``)."""
         tables = [one.strings for one in self.chunks]
         if all(table == tables[0] for table in tables):
             strings = list(tables[0])
@@ -319,7 +311,7 @@ class Stitch:
         import numpy as np
 
         one = self.chunks[number]
-        if self.final_names[number] != list(range(len(one.strings))):
+        if not jsonindex.unchanged(self.final_names[number]):
             return [self._spliced(number, warps[0][1], warps[-1][2])]
         pieces = []
         for rank, first, last in warps:

@@ -213,6 +213,11 @@ def spliced(body, found: Indices, new):
     return out, starts
 
 
+def unchanged(table: list[int]) -> bool:
+    """Whether a table map leaves every index as it is (nothing to rewrite)."""
+    return table == list(range(len(table)))
+
+
 def looked_up(found: Indices, names: list[int], locs: list[int]):
     """Each index's new value: its table's map at its old value."""
     import numpy as np

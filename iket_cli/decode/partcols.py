@@ -19,6 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..model import trace as trace_mod
+from . import jsonindex
 
 _KINDS = ("ranges", "markers", "warps")
 
@@ -136,7 +137,7 @@ def assemble(path: Path, launches: list[trace_mod.Launch], maps: list, strings: 
             columns = getattr(launch, kind)
             for column, lookup in (("name", names), ("loc", locs)):
                 values = getattr(columns, column)
-                if len(values) and lookup != list(range(len(lookup))):
+                if len(values) and not jsonindex.unchanged(lookup):
                     looked = np.asarray(lookup, np.int32)[np.asarray(values, np.int64)]
                     setattr(columns, column, array("i", looked.tobytes()))
     return trace_mod.Trace(Path(path), launches, strings, locations)

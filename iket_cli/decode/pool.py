@@ -176,10 +176,7 @@ class Decoding:
         out = task.out_dir / task.outputs()[0]
         tmp = export.temporary(out)
         parts = task.parts(len(launches))
-        units = [
-            part.chunks(len(launch.chunks)) if launch.chunks else [part]
-            for part, launch in zip(parts, launches, strict=True)
-        ]
+        units = task.units([len(launch.chunks) or 1 for launch in launches])
         batch = _Batch([unit for group in units for unit in group])
         servers = [
             self.part_pool.submit(self._serve, batch) for _ in range(min(self.jobs, len(batch.futures)))
@@ -231,7 +228,7 @@ class Decoding:
         spools = [done.task.out_dir / done.task.outputs()[0] for done in outcomes]
         try:
             try:
-                stitch = ctastitch.Stitch(spools, list(launch.firsts), launch.ctas)
+                stitch = ctastitch.Stitch(spools, launch.firsts, launch.ctas)
             except ValueError:  # not the layout the stitch relies on: the launch decoded whole
                 done = self.workers.decode(part)
                 if done.error or done.cancelled:
@@ -298,12 +295,7 @@ def _units(task: Task) -> list[Task]:
     if task.raw_bytes <= INLINE_BYTES or not _split(task):
         return [task]
     counts = splitjson.planned_parts(task.raw, ctasplit.CHUNK_RAW_BYTES)
-    parts = task.parts(len(counts))
-    return [
-        unit
-        for part, count in zip(parts, counts, strict=False)
-        for unit in (part.chunks(count) if count > 1 else [part])
-    ] or [task]
+    return [unit for group in task.units(counts) for unit in group] or [task]
 
 
 class _Slots:

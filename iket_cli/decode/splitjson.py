@@ -42,12 +42,16 @@ WRITE_SLICE = 1 << 23
 @dataclass(frozen=True)
 class LaunchPart:
     """One decodable launch of a split export: its own raw manifest and, when it is decoded
-    by CTAs (:mod:`.ctasplit`), its chunks' manifests and each chunk's first CTA."""
+    by CTAs (:mod:`.ctasplit`), its chunks' manifests and its CTAs."""
 
     path: Path
     chunks: tuple[Path, ...] = ()
-    firsts: tuple[int, ...] = ()
     ctas: int = 0
+
+    @property
+    def firsts(self) -> list[int]:
+        """Each chunk's first CTA."""
+        return ctasplit.firsts(self.ctas, len(self.chunks))
 
 
 def planned_parts(raw: Path, chunk_bytes: int | None = None) -> list[int]:
@@ -95,19 +99,21 @@ def part_manifests(raw: Path, chunk_bytes: int | None = None) -> list[LaunchPart
         for chunk_no, (first, last) in enumerate(ctasplit.spans(ctas, count)):
             chunks.append(raw.with_name(part_name(raw.name, number, chunk_no)))
             chunks[-1].write_text(json.dumps({**data, "launches": [ctasplit.chunk(launch, first, last)]}))
-        firsts = ctasplit.firsts(ctas, count)
-        parts.append(LaunchPart(path, tuple(chunks), tuple(firsts), ctas))
+        parts.append(LaunchPart(path, tuple(chunks), ctas))
     return parts
 
 
 def spool(decoder, path: Path, *, find_indices: bool) -> None:
     """Export one part with ``decoder`` (closed once exported) and write it to ``path``; with
-    ``find_indices`` (a part after the first, whose indices the merge rewrites) also find
-    them and keep them beside it, so the merge does not scan the part again
+    ``find_indices`` (a part after the first, whose indices the merge rewrites, or a CTA
+    chunk, which the stitch renumbers) also find them and keep them beside it, so neither
+    scans the part again
     (:mod:`.jsonindex`). The text is encoded a slice at a time and dropped before the
     indices are found in the file's pages: no second copy of the part is held."""
-    text = decoder.export_decoded_json()
-    decoder.close()
+    try:
+        text = decoder.export_decoded_json()
+    finally:
+        decoder.close()
     with open(path, "w", encoding="utf-8") as handle:
         write_slices(handle, text)
     del text
@@ -138,15 +144,8 @@ def export_json(raw: Path, out: Path, decoder_class) -> bool:
     parts = [launch.path for launch in launches]
     spooled = [part.with_name(spool_name(part.name)) for part in parts]
     try:
-        for part, spool in zip(parts, spooled, strict=True):
-            decoder = decoder_class(str(part))
-            try:
-                text = decoder.export_decoded_json()
-            finally:
-                decoder.close()
-            with open(spool, "w", encoding="utf-8") as handle:
-                write_slices(handle, text)
-            del text
+        for part, spooled_at in zip(parts, spooled, strict=True):
+            spool(decoder_class(str(part)), spooled_at, find_indices=False)
         merge(spooled, out)
     finally:
         for path in [*parts, *spooled]:
@@ -228,7 +227,7 @@ class Merger:
                 found = None  # not this part's: find them again
             names, locs = self._maps()
             self.handle.write(b",")
-            if names == list(range(len(names))) and locs == list(range(len(locs))):
+            if jsonindex.unchanged(names) and jsonindex.unchanged(locs):
                 _copy(source, self.handle, start, end - start)  # the same tables: as it is
                 return found
             with _mapped(source, write=True) as data:
@@ -279,8 +278,6 @@ class Merger:
 def _rewritten(data, start: int, end: int, names: list[int], locs: list[int], found) -> bool:
     """Rewrite the part's indices in its own pages; False (nothing written) when a number
     would change its length."""
-    if names == list(range(len(names))) and locs == list(range(len(locs))):
-        return True
     import numpy as np
 
     body = np.frombuffer(data, np.uint8, count=end - start, offset=start)

@@ -86,23 +86,21 @@ class Task:
             for k in range(count)
         ]
 
-    def chunks(self, count: int) -> list[Task]:
-        """This launch's CTA chunks as tasks of their own (their manifests written by
-        :func:`.splitjson.part_manifests` beside the raw manifest)."""
-        folder, (number, _) = self.raw.parent, self.part
-        raw_name = self.raw.name.removeprefix(f".part{number}.")
+    def units(self, chunks: list[int]) -> list[list[Task]]:
+        """What this JSON task runs as, split by launches (``chunks``: the CTA chunks of each
+        launch, 1 for a launch decoded whole): per launch, its part, or its chunks as tasks
+        of their own (their manifests written by :func:`.splitjson.part_manifests`)."""
+        folder, launches = self.raw.parent, len(chunks)
         return [
-            Task(
-                self.pid_hex,
-                folder / part_name(raw_name, number, c),
-                folder,
-                "json",
-                self.formats,
-                self.part,
-                (c, count),
-            )
-            for c in range(count)
-        ]
+            [part]
+            if count < 2
+            else [
+                Task(self.pid_hex, folder / part_name(self.raw.name, number, c), folder, "json",
+                     self.formats, part.part, (c, count))
+                for c in range(count)
+            ]
+            for number, (part, count) in enumerate(zip(self.parts(launches), chunks, strict=True))
+        ]  # fmt: skip
 
     def to_dict(self) -> dict:
         """The task as JSON data, for a worker process (see :func:`from_dict`)."""

@@ -66,7 +66,8 @@ def test_stitched_chunks_are_the_decoders_whole_launch(tmp_path, name, pid):
                 for c, (first, last) in enumerate(ctasplit.spans(blocks, len(firsts)))
             ]
             out = raw.with_name(f".stitched{number}.out")
-            stitched = ctastitch.stitch(spools, firsts, blocks, out)
+            with ctastitch.Stitch(spools, firsts, blocks) as stitched:
+                stitched.write_file(out)
             assert out.read_bytes() == whole, (number, count)
             start, end, _ = bounds(whole)
             assert stitched.counts == jsonindex.count(memoryview(whole)[start:end])
@@ -113,11 +114,11 @@ def test_chunks_that_do_not_fit_the_layout_are_refused(tmp_path):
     launch = next(x for x in data["launches"] if x["canDecode"])
     one = _export(raw, data, ctasplit.chunk(launch, 0, 2), "c0", find_indices=True)
     with pytest.raises(ValueError, match="same warp"):
-        ctastitch.stitch([one, one], [0, 0], 4, raw.with_name(".s.out"))
+        ctastitch.Stitch([one, one], [0, 0], 4)
     other = raw.with_name(".bad.out")
     other.write_bytes(b'{"launches":[{"gridDimX":2}]}')
     with pytest.raises(ValueError):
-        ctastitch.stitch([one, other], [0, 2], 4, raw.with_name(".s.out"))
+        ctastitch.Stitch([one, other], [0, 2], 4)
 
 
 def test_a_launch_stitched_into_a_whole_export_takes_its_tables(tmp_path):

@@ -288,7 +288,7 @@ def test_a_launch_that_does_not_stitch_is_decoded_whole(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise ValueError("not this layout")
 
-    monkeypatch.setattr(ctastitch, "stitch", refuse)
+    monkeypatch.setattr(ctastitch, "Stitch", refuse)
     folder = kept(tmp_path, "cute_pipeline")
     (outcome,) = pool.run(tasks.plan(folder, ["json"]), jobs=2)
     assert outcome.error is None
