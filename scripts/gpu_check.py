@@ -12,6 +12,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from iket_cli.decode import ctasplit, splitjson
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "examples"  # the workloads that made tests/fixtures/{affine,multi,spawn}
@@ -189,9 +192,9 @@ def test_iket_postprocess_of_a_raw_capture_matches_run_iket(work):
 @pytest.mark.parametrize("iters", [16, 128])
 def test_big_launches_decoded_by_ctas_are_run_iket_bytes(work, iters):
     """big_kernel.py (3 launches of 132 CTAs x 12 warps): each launch is decoded in CTA chunks
-    by long-lived workers and stitched (ITERS=128: 1.6 MB of raw data a launch, two chunks;
-    ITERS=16: whole launches), and the JSON and Perfetto exports are run-iket's bytes of the
-    same raw capture."""
+    by long-lived workers and stitched (ITERS=128: 1.6 MB of raw data a launch, in as many
+    chunks as ``ctasplit`` plans; ITERS=16: whole launches), and the JSON and Perfetto
+    exports are run-iket's bytes of the same raw capture."""
     shutil.copy(ROOT / "tests" / "fixtures" / "workloads" / "big_kernel.py", work / "big_kernel.py")
     env = {**os.environ, "ITERS": str(iters), "LAUNCHES": "3"}
     argv = [
@@ -211,7 +214,11 @@ def test_big_launches_decoded_by_ctas_are_run_iket_bytes(work, iters):
     keep(f"big-ctas-{iters}", work / "cap")
     assert proc.returncode == 0
     log = (work / "cap" / "iket.log").read_text()
-    assert ("CTAs 1/2" in log) == (iters == 128), "chunked (two a launch) exactly when the launch is big"
+    (raw,) = (work / "cap" / "iket").glob("pid_*/iket.data.json")
+    planned = splitjson.planned_parts(raw, ctasplit.CHUNK_RAW_BYTES)
+    chunked = re.findall(r"launch 1 of 3, CTAs \d+/(\d+)", log)
+    assert bool(chunked) == (iters == 128), "chunked exactly when the launch is big"
+    assert not chunked or int(chunked[0]) == planned[0] > 1, (chunked, planned)
     theirs = work / "theirs"
     shutil.copytree(work / "cap", theirs)
     for old in theirs.glob("iket_pid_*"):

@@ -6,48 +6,30 @@ and the records of each array (markers, ranges, warp lifetimes) grouped by warp 
 restricted to its CTAs, so the launch's export interleaves the chunks' per-warp runs of
 records by (SM, CTA, warp), their location indices renumbered into the launch's table and
 their name indices into the launch's string table (names in the order the decoder first meets
-them: warp by warp). :class:`Stitch` does that with the indices each chunk's worker found
-(:mod:`.jsonindex`), run by run, copying bytes and renumbering only the digits; anything that
-does not fit this layout raises ``ValueError`` and the launch is decoded whole instead.
-Byte for byte the decoder's whole-launch export on keep256, on every H200 capture in
+them: warp by warp). :class:`Stitch` reads the chunks and checks them with the indices each
+chunk's worker found (:mod:`.jsonindex`); anything that does not fit this layout raises
+``ValueError`` and the launch is decoded whole instead. Its plan places every run of records
+in the output, its length once renumbered known from the digits of each index's new number,
+and :mod:`.ctapieces` copies the runs and renumbers only the digits, in several workers side
+by side. Byte for byte the decoder's whole-launch export on keep256, on every H200 capture in
 ``tests/fixtures`` (PyTorch's 4096-CTA kernels among them: many CTAs an SM) and on
-``big_kernel.py`` captured on the H200 (``scripts/gpu_check.py``). keep256's launch (151 MB,
-four chunks): stitched in 0.5 s on the 2-core machine.
+``big_kernel.py`` captured on the H200 (``scripts/gpu_check.py``). keep256's second launch
+(151 MB, 12 chunks, 2-core machine): read and planned in 0.2 s by the CLI, written in 0.3 s
+by two workers (0.15 s and 0.45 s, all in the CLI, before).
 """
 
 from __future__ import annotations
 
 import mmap
+import os
 import re
 from pathlib import Path
 from typing import NamedTuple
 
-from . import jsonindex
+from . import ctapieces, jsonindex
+from .ctapieces import ARRAYS, Array
 from .jsonlayout import bounds, tables_text
 from .tasks import indices_name
-
-
-class _Array(NamedTuple):
-    """One of a launch's record arrays, as the stitch reads it."""
-
-    key: bytes  #: the array's key and ``[``
-    record: bytes  #: how each of its records begins
-    warp: int  #: the index key that gives a record's warp (a range's: its first warpLocIdxs)
-    one_each: int  #: an index key each record has once (to count records)
-    names_warp: bytes  #: the bytes that name a record's warp, when they name it alone
-
-
-_ARRAYS = (
-    _Array(b'"markers":[', b'{"color":', jsonindex.LOC, jsonindex.LOC, b'"locIdx":%(w)d,'),
-    _Array(
-        b'"ranges":[', b'{"endTs":', jsonindex.WARP_LOC, jsonindex.RANGE_NAME, b'"warpLocIdxs":[%(w)d,%(w)d]'
-    ),
-    _Array(b'"warpLifetimes":[', b'{"endTs":', jsonindex.LOC, jsonindex.LOC, b'"locIdx":%(w)d,'),
-)
-
-
-#: A chunk's spool is mapped with its pages at once (just written: in the page cache).
-_SHARED_POPULATED = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
 
 def _order(location: dict) -> tuple:
@@ -64,14 +46,10 @@ class _Chunk:
     """A chunk's spooled export: its launch's bytes (mapped), tables and indices."""
 
     def __init__(self, path: Path, first: int) -> None:
+        self.path = path
         self.handle = open(path, "rb")  # noqa: SIM115 - closed by close()
         try:
-            self.data = mmap.mmap(
-                self.handle.fileno(),
-                0,
-                flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                prot=mmap.PROT_READ,
-            )
+            self.data = mmap.mmap(self.handle.fileno(), 0, flags=ctapieces.POPULATED, prot=mmap.PROT_READ)
         except (OSError, ValueError):
             self.handle.close()
             raise
@@ -95,8 +73,8 @@ class _Chunk:
         if keys != sorted(keys) or len(set(keys)) != len(keys):
             raise ValueError(f"{path.name}: its warps are not in (SM, CTA, warp) order")
         kept = path.with_name(indices_name(path.name))
-        found = jsonindex.load(kept) if kept.is_file() else jsonindex.find(self.body())
-        self.found = _sorted(found)
+        #: In byte order, as :func:`.jsonindex.find` gives them.
+        self.found = jsonindex.load(kept) if kept.is_file() else jsonindex.find(self.body())
 
     def body(self) -> memoryview:
         return memoryview(self.data)[self.start : self.end]
@@ -104,13 +82,6 @@ class _Chunk:
     def close(self) -> None:
         self.data.close()
         self.handle.close()
-
-
-def _sorted(found: jsonindex.Indices) -> jsonindex.Indices:
-    import numpy as np
-
-    order = np.argsort(found.start, kind="stable")
-    return found.taken(order)
 
 
 class Stitch:
@@ -136,7 +107,7 @@ class Stitch:
             self.head = _GRID.sub(b'"gridDimX":%d,' % grid_x, head, count=1)
             self.runs = [
                 self._runs([layout[2][number] for layout in self.layouts], array)
-                for number, array in enumerate(_ARRAYS)
+                for number, array in enumerate(ARRAYS)
             ]
         except BaseException:
             self.close()
@@ -209,7 +180,7 @@ class Stitch:
         found, ranks = self.chunks[number].found, np.asarray(self.loc_maps[number] + [1 << 40], np.int64)
         key = found.key
         names = np.flatnonzero((key == jsonindex.RANGE_NAME) | (key == jsonindex.MARKER_NAME))
-        warp_at = np.where(key[names] == jsonindex.RANGE_NAME, names + 1, names - 1)  # see _ARRAYS
+        warp_at = np.where(key[names] == jsonindex.RANGE_NAME, names + 1, names - 1)  # see ARRAYS
         warp_at = np.clip(warp_at, 0, max(len(key) - 1, 0))
         rank = (
             ranks[np.clip(found.value[warp_at], 0, len(ranks) - 1)] if len(names) else np.zeros(0, np.int64)
@@ -218,35 +189,97 @@ class Stitch:
         np.minimum.at(first, np.clip(found.value[names], 0, len(first) - 1), rank)
         return first.tolist()
 
-    def write_file(self, out: Path) -> tuple[int, int]:
-        """Write the launch's one-launch export to ``out``; its (ranges, markers)."""
+    def write_file(self, out: Path, run=None, parts: int = 1) -> tuple[int, int]:
+        """Write the launch's one-launch export to ``out``; its (ranges, markers). ``run``,
+        ``parts``: how its runs are written (:meth:`write_into`)."""
         with open(out, "wb") as handle:
             handle.write(self.chunks[0].data[: self.chunks[0].start])
-            self.write_into(handle)
+            self.write_into(handle, run=run, parts=parts)
             handle.write(tables_text(self.chunks[0].tail, self.strings, self.locations))
         return self.counts
 
-    def write_into(self, handle, names: list[int] | None = None, locs: list[int] | None = None):
-        """Write the launch (its ``{...}``) at ``handle``'s position, its indices renumbered
-        into the launch's tables, or through them into a whole export's (``names``,
-        ``locs``: where each entry of the launch's tables sits there); its (ranges, markers)."""
-        self.final_names = [_through(table, names) for table in self.name_maps]
-        self.final_locs = [_through(table, locs) for table in self.loc_maps]
-        self.final = _through(list(range(len(self.locations))), locs)
-        _, betweens, _, tail = self.layouts[0]
-        handle.write(self.head)
-        for number, array in enumerate(_ARRAYS):
-            if number:
-                handle.write(betweens[number - 1])  # from one array's ] to the next one's [
-            for run, (chunk_no, warps) in enumerate(self.runs[number]):
-                for at, piece in enumerate(self._renumbered(chunk_no, warps, array)):
-                    if run or at:
-                        handle.write(b",")
-                    handle.write(piece)
-        handle.write(tail)
+    def write_into(
+        self, handle, names: list[int] | None = None, locs: list[int] | None = None, run=None, parts: int = 1
+    ):
+        """Write the launch (its ``{...}``) at the position of ``handle`` (a file opened for
+        writing), its indices renumbered into the launch's tables, or through them into a
+        whole export's (``names``, ``locs``: where each entry of the launch's tables sits
+        there); its (ranges, markers). ``run(jobs)`` writes the plan's ``parts`` jobs, side by
+        side in workers say (default: here, one after another); ``handle`` is left at the
+        launch's end."""
+        handle.flush()
+        plan = self.plan(Path(handle.name), handle.tell(), names, locs, parts)
+        for offset, fixed in plan.fixed:
+            os.pwrite(handle.fileno(), fixed, offset)
+        (run or ctapieces.here)(plan.jobs)
+        handle.seek(plan.end)
         return self.counts
 
-    def _runs(self, regions: list, array: _Array) -> list[tuple[int, list]]:
+    def plan(
+        self, out: Path, base: int, names: list[int] | None, locs: list[int] | None, parts: int = 1
+    ) -> Plan:
+        """Where every byte of the launch lands in ``out`` from ``base``: the launch's own
+        fields and the arrays' ends (written by the caller), and each array's runs renumbered
+        (:func:`.ctapieces.write`), in ``parts`` jobs of about equal bytes. Each run's length
+        after renumbering comes from its indices: each number's new digits."""
+        final_names = [_through(table, names) for table in self.name_maps]
+        final_locs = [_through(table, locs) for table in self.loc_maps]
+        growth = [
+            self._growth(number, final_names[number], final_locs[number])
+            for number in range(len(self.chunks))
+        ]
+        lengths = [
+            [self._lengths(chunk_no, growth[chunk_no], warps) for chunk_no, warps in self.runs[number]]
+            for number in range(len(ARRAYS))
+        ]
+        limit = max(1, sum(int(one.sum()) for array in lengths for one in array) // (4 * parts))
+        _, betweens, _, tail = self.layouts[0]
+        fixed, groups, at = [(base, self.head)], [], base + len(self.head)
+        for number in range(len(ARRAYS)):
+            if number:  # from one array's ] to the next one's [
+                fixed.append((at, betweens[number - 1]))
+                at += len(betweens[number - 1])
+            for run, ((chunk_no, warps), sizes) in enumerate(
+                zip(self.runs[number], lengths[number], strict=True)
+            ):
+                local = self.local[chunk_no]
+                for begin, end in _cuts(sizes, limit):  # groups small enough to share out
+                    comma = bool(run or begin)
+                    size = int(sizes[begin:end].sum()) + end - begin - 1 + comma
+                    runs = [[first, last, local[rank]] for rank, first, last in warps[begin:end]]
+                    groups.append([chunk_no, number, at, size, comma, runs])
+                    at += size
+        fixed.append((at, tail))
+        sources = [
+            {
+                "spool": str(one.path),
+                "start": one.start,
+                "end": one.end,
+                "names": final_names[n],
+                "locs": final_locs[n],
+            }
+            for n, one in enumerate(self.chunks)
+        ]
+        return Plan(fixed, ctapieces.jobs(str(out), sources, groups, parts), at + len(tail))
+
+    def _growth(self, number: int, names: list[int], locs: list[int]):
+        """The bytes chunk ``number``'s indices gain (or lose) when renumbered by ``names``
+        and ``locs``, summed from its first index: element k is that of indices 0..k-1."""
+        import numpy as np
+
+        found = self.chunks[number].found
+        delta = jsonindex.digit_counts(jsonindex.looked_up(found, names, locs)) - (found.end - found.start)
+        return np.concatenate([[0], np.cumsum(delta)])
+
+    def _lengths(self, number: int, growth, warps: list):
+        """The bytes of each of chunk ``number``'s warp runs once renumbered."""
+        import numpy as np
+
+        spans = np.asarray([(first, last) for _, first, last in warps], np.int64)
+        lo, hi = (np.searchsorted(self.chunks[number].found.start, spans[:, side]) for side in (0, 1))
+        return spans[:, 1] - spans[:, 0] + growth[hi] - growth[lo]
+
+    def _runs(self, regions: list, array: Array) -> list[tuple[int, list]]:
         """The array's runs of records in the launch's warp order: (chunk, its warps' runs
         (rank, first byte, end)), a chunk's neighbouring runs together."""
         runs = []
@@ -262,7 +295,7 @@ class Stitch:
                 joined.append((number, [(rank, first, last)]))
         return joined
 
-    def _warp_runs(self, number: int, low: int, high: int, array: _Array) -> list:
+    def _warp_runs(self, number: int, low: int, high: int, array: Array) -> list:
         """(launch rank of the warp, first byte, end) of each run of one warp's records in
         the array held by ``low``..``high`` of chunk ``number``'s body."""
         import numpy as np
@@ -300,48 +333,26 @@ class Stitch:
             raise ValueError("records without a warp")
         return runs
 
-    def _renumbered(self, number: int, warps: list, array: _Array) -> list:
-        """Runs of chunk ``number``'s body (``warps``: one warp's records each, side by side)
-        with their indices renumbered into the launch's tables: its pieces, to be written with
-        a comma between.
 
-        A warp's records that all name that warp alone (every marker and lifetime; ranges
-        that end in the warp they began in) and no name that moves are renumbered by one
-        ``bytes.replace`` (C speed); any other run has its digits spliced by numpy."""
-        import numpy as np
+class Plan(NamedTuple):
+    """A launch's bytes placed in its output (:meth:`Stitch.plan`)."""
 
-        one = self.chunks[number]
-        if not jsonindex.unchanged(self.final_names[number]):
-            return [self._spliced(number, warps[0][1], warps[-1][2])]
-        pieces = []
-        for rank, first, last in warps:
-            piece = one.data[one.start + first : one.start + last]
-            old, now = self.local[number][rank], self.final[rank]
-            if old != now:
-                lo, hi = np.searchsorted(one.found.start, [first, last])
-                records = int(np.count_nonzero(one.found.key[lo:hi] == array.one_each))
-                before, after = (array.names_warp % {b"w": warp} for warp in (old, now))
-                if piece.count(before) == records:
-                    piece = piece.replace(before, after)
-                else:  # a range that ends in another warp: its digits one by one
-                    piece = self._spliced(number, first, last)
-            pieces.append(piece)
-        return pieces
+    fixed: list[tuple[int, bytes]]  #: (offset, bytes) the caller writes: fields, arrays' ends
+    jobs: list[dict]  #: the runs, for :func:`.ctapieces.write`
+    end: int  #: the offset after the launch
 
-    def _spliced(self, number: int, low: int, high: int) -> bytes:
-        """Bytes ``low``..``high`` of chunk ``number``'s body with every index number in them
-        renumbered (:func:`.jsonindex.spliced`)."""
-        import numpy as np
 
-        one = self.chunks[number]
-        lo, hi = np.searchsorted(one.found.start, [low, high])
-        sub = one.found.taken(slice(lo, hi))
-        sub.start, sub.end = sub.start - low, sub.end - low
-        new = jsonindex.looked_up(sub, self.final_names[number], self.final_locs[number])
-        body = np.frombuffer(one.data, np.uint8, count=high - low, offset=one.start + low)
-        out, _ = jsonindex.spliced(body, sub, new)
-        del body
-        return out.tobytes()
+def _cuts(sizes, limit: int) -> list[tuple[int, int]]:
+    """Neighbouring warp runs (their ``sizes``) cut where they pass ``limit`` bytes."""
+    cuts, begin, held = [], 0, 0
+    for at, size in enumerate(sizes.tolist()):
+        held += size
+        if held >= limit:
+            cuts.append((begin, at + 1))
+            begin, held = at + 1, 0
+    if begin < len(sizes):
+        cuts.append((begin, len(sizes)))
+    return cuts
 
 
 def _through(table: list[int], then: list[int] | None) -> list[int]:
@@ -362,7 +373,7 @@ def _layout(one: _Chunk) -> tuple[bytes, list[bytes], list[tuple[int, int]], byt
     the bytes from the last array's ``]``)."""
     data, base = one.data, one.start
     spans, at = [], base
-    for key in (array.key for array in _ARRAYS):
+    for key in (array.key for array in ARRAYS):
         found = data.find(key, at, one.end)
         if found < 0:
             raise ValueError(f"a chunk without {key.decode()}")

@@ -6,31 +6,30 @@ process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt cap
 that task alone. The JSON export of a process with several launches, or with a big one, is
 split: each launch, or each chunk of a big launch's CTAs (:mod:`.ctasplit`), is exported by
 one of a few long-lived workers, side by side with every other task; a launch's chunks are
-stitched (:mod:`.ctastitch`) and each launch merged (:mod:`.splitjson`) in launch order as soon
-as it and those before it are done. ``jobs`` bounds the decodes running at once, chunks,
-stitches and merges included, and a stitch or a merge goes before the next chunk. The merge
-tells the manifest its counts, and with ``html`` the workers' scanned columns make the
-report's trace (:mod:`.partcols`): the merged file is never read back. keep256's JSON (2
-launches, 4 chunks each, 2-core machine): 0.46x to 0.53x of run-iket's export, 1.25 GB for
-the whole tree at ``-j 2`` against run-iket's 2.78 GB; ITERS=512 on the H200 (3 launches of 8
-chunks, 907 MB): ``--postprocess json`` 0.49x and 0.50x, ``all`` 0.27x and 0.24x
-(docs/benchmarks.md). An interrupt kills the workers, removes their half-written files and
-raises :class:`~iket_cli.errors.CaptureInterrupted`.
+stitched (:mod:`.ctastitch`: read and planned here, its bytes written by the same workers,
+:mod:`.ctapieces`) and each launch merged (:mod:`.splitjson`) in launch order as soon as it
+and those before it are done. ``jobs`` bounds the decodes running at once, chunks, stitch
+jobs and merges included, and a stitch or a merge goes before the next chunk
+(:mod:`.schedule`). The merge tells the manifest its counts, and with ``html`` the workers'
+scanned columns make the report's trace (:mod:`.partcols`): the merged file is never read
+back. keep256's JSON (2 launches, 12 chunks each, 2-core machine): 0.40x of run-iket's
+export; ITERS=512 on the H200 (3 launches of 23 chunks, 907 MB): ``--postprocess json``
+0.42x, ``all`` 0.26x (docs/benchmarks.md). An interrupt kills the workers, removes their
+half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 from ..capture.runner import Cancelled, sigterm_as_exception, wait_all
 from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model import artifacts, memo
 from . import ctasplit, ctastitch, export, partcols, splitjson
+from .schedule import Batch, Pieces, Slots, Writers
 from .tasks import Outcome, Task, columns_name, indices_name, missing_input, part_leftovers
 from .workers import Workers
 
@@ -119,7 +118,7 @@ class Decoding:
         progress.planned(units)
         self.jobs = default_jobs(units, jobs)
         #: One per decode running at once (a whole task, a part, a chunk, a stitch or a merge).
-        self.slots = _Slots(self.jobs)
+        self.slots = Slots(self.jobs)
         self.pool = ThreadPoolExecutor(max_workers=max(1, len(tasks)))
         self.part_pool = ThreadPoolExecutor(max_workers=max(1, 2 * len(units) + 1))
         self.futures = [self.pool.submit(self._one, task) for task in tasks]
@@ -144,12 +143,17 @@ class Decoding:
             self.progress.finished(outcome)
         return outcome
 
-    def _serve(self, batch: _Batch) -> None:
-        """A long-lived worker decoding the batch's units, one slot at a time, until none is left."""
+    def _serve(self, batch: Batch) -> None:
+        """A long-lived worker decoding the batch's units and writing its stitch jobs, one
+        slot at a time, until the batch is over."""
         server = self.workers.server()
         unit = None
         try:
             while (unit := batch.next()) is not None:
+                if isinstance(unit, Pieces):
+                    with self.slots(urgent=True):
+                        unit.future.set_result(None if self.workers.cancelled else server.pieces(unit.job))
+                    continue
                 with self.slots():
                     if self.workers.cancelled or batch.abandoned:
                         batch.done(unit, Outcome(unit, 0.0, cancelled=True))
@@ -161,7 +165,9 @@ class Decoding:
                     self.progress.finished(outcome)
                 batch.done(unit, outcome)
         except BaseException as error:  # a bug here: its launch fails, nothing waits for ever
-            if unit is not None and not batch.futures[unit].done():
+            if isinstance(unit, Pieces) and not unit.future.done():
+                unit.future.set_result(None)
+            elif unit is not None and not batch.futures[unit].done():
                 batch.done(unit, Outcome(unit, 0.0, error=f"{unit.raw}: {error!r}"))
             batch.abandon()
             raise
@@ -177,7 +183,7 @@ class Decoding:
         tmp = export.temporary(out)
         parts = task.parts(len(launches))
         units = task.units([len(launch.chunks) or 1 for launch in launches])
-        batch = _Batch([unit for group in units for unit in group])
+        batch = Batch([unit for group in units for unit in group])
         servers = [
             self.part_pool.submit(self._serve, batch) for _ in range(min(self.jobs, len(batch.futures)))
         ]
@@ -188,8 +194,7 @@ class Decoding:
                     outcomes = [batch.futures[unit].result() for unit in group]
                     failed = next((done for done in outcomes if done.cancelled or done.error), None)
                     if failed is None:
-                        with self.slots(urgent=True):
-                            spooled = self._merge(merger, part, launch, outcomes)
+                        spooled = self._merge(merger, part, launch, outcomes, Writers(batch, len(servers)))
                         failed = spooled if isinstance(spooled, Outcome) else None  # its whole decode
                     if failed is not None:
                         batch.abandon()
@@ -207,6 +212,8 @@ class Decoding:
             message = f"{error.strerror or error} writing {error.filename or out}"
             return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
         except ValueError as error:  # a part the merge cannot read (not the decoder's layout)
+            if self.workers.cancelled:  # a worker writing the launch was stopped
+                return Outcome(task, time.monotonic() - start, cancelled=True)
             return Outcome(task, time.monotonic() - start, error=f"{task.raw}: merging its launches: {error}")
         finally:
             batch.abandon()
@@ -216,31 +223,48 @@ class Decoding:
                 _remove_spool(unit)
         return Outcome(task, time.monotonic() - start, written=[out.name])
 
-    def _merge(self, merger: splitjson.Merger, part: Task, launch: splitjson.LaunchPart, outcomes: list):
+    def _merge(
+        self,
+        merger: splitjson.Merger,
+        part: Task,
+        launch: splitjson.LaunchPart,
+        outcomes: list,
+        run: Writers,
+    ):
         """Merge one decoded launch: its spool, or its chunks stitched (into a spool of its
         own for the first launch, which becomes the output; straight into the output for a
-        later one); the launch decoded whole if they do not stitch. Returns the path its
-        columns are kept beside, or the Outcome of its whole decode when that failed."""
+        later one) by the batch's workers side by side (``run``); the launch decoded whole
+        if they do not stitch. Returns the path its columns are kept beside, or the Outcome
+        of its whole decode when that failed. Only what runs here takes a slot: the
+        workers take their own."""
         spooled = part.out_dir / part.outputs()[0]
         if not launch.chunks:
-            merger.add(spooled)
+            with self.slots(urgent=True):
+                merger.add(spooled)
             return spooled
         spools = [done.task.out_dir / done.task.outputs()[0] for done in outcomes]
         try:
             try:
-                stitch = ctastitch.Stitch(spools, launch.firsts, launch.ctas)
+                with self.slots(urgent=True):
+                    stitch = ctastitch.Stitch(spools, launch.firsts, launch.ctas)
             except ValueError:  # not the layout the stitch relies on: the launch decoded whole
-                done = self.workers.decode(part)
+                with self.slots(urgent=True):
+                    done = self.workers.decode(part)
                 if done.error or done.cancelled:
                     return done
-                merger.add(spooled)
+                with self.slots(urgent=True):
+                    merger.add(spooled)
                 return spooled
             with stitch:  # from here on only a write can fail (OSError)
                 if merger.handle is None:
-                    merger.add(spooled, stitch.write_file(spooled))
+                    merger.add(spooled, stitch.write_file(spooled, run, run.parts))
                 else:
-                    merger.write_launch(stitch.tables, stitch.write_into)
-                _join_columns(spools, stitch.maps, launch.ctas, spooled)
+                    merger.write_launch(
+                        stitch.tables,
+                        lambda handle, names, locs: stitch.write_into(handle, names, locs, run, run.parts),
+                    )
+                with self.slots(urgent=True):
+                    _join_columns(spools, stitch.maps, launch.ctas, spooled)
         finally:
             for done in outcomes:
                 _remove_spool(done.task)
@@ -296,58 +320,6 @@ def _units(task: Task) -> list[Task]:
         return [task]
     counts = splitjson.planned_parts(task.raw, ctasplit.CHUNK_RAW_BYTES)
     return [unit for group in task.units(counts) for unit in group] or [task]
-
-
-class _Slots:
-    """The ``--jobs`` slots. The work that finishes a launch (a stitch, a merge) goes before
-    the next chunk: with a plain semaphore the workers, taking chunk after chunk, won it
-    every time and the first launch's stitch waited for the last chunk (keep256: 2 s more)."""
-
-    def __init__(self, count: int) -> None:
-        self.free = count
-        self.urgent = 0
-        self._changed = threading.Condition()
-
-    @contextlib.contextmanager
-    def __call__(self, *, urgent: bool = False):
-        with self._changed:
-            self.urgent += urgent
-            while not self.free or (self.urgent and not urgent):
-                self._changed.wait()
-            self.urgent -= urgent
-            self.free -= 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                self.free += 1
-                self._changed.notify_all()
-
-
-class _Batch:
-    """The units of one split export, handed out in order to its long-lived workers, each
-    with the future its launch waits on."""
-
-    def __init__(self, units: list[Task]) -> None:
-        self.pending = deque(units)
-        self.futures: dict[Task, Future] = {unit: Future() for unit in units}
-        self.abandoned = False
-        self._lock = threading.Lock()
-
-    def next(self) -> Task | None:
-        with self._lock:
-            return None if self.abandoned or not self.pending else self.pending.popleft()
-
-    def done(self, unit: Task, outcome: Outcome) -> None:
-        self.futures[unit].set_result(outcome)
-
-    def abandon(self) -> None:
-        """Hand out nothing more; the units not started end as cancelled."""
-        with self._lock:
-            self.abandoned = True
-            left, self.pending = list(self.pending), deque()
-        for unit in left:
-            self.done(unit, Outcome(unit, 0.0, cancelled=True))
 
 
 def _columns(spooled):

@@ -1,6 +1,6 @@
 """A decode worker process: ``python -m iket_cli.decode.worker SPEC`` decodes one task;
-``--serve PARENT`` decodes one task per line of its input, answering a line each (a long-lived
-worker, :class:`.workers.Server`).
+``--serve PARENT`` decodes one task per line of its input, or writes one job of a launch's stitch,
+answering a line each (a long-lived worker, :class:`.workers.Server`).
 
 SPEC is the task as JSON, with the pid of the CLI that started it. Errors go to stderr as
 one line; the exit status says whether the task succeeded (ENOSPC or EDQUOT: the disk is
@@ -15,6 +15,7 @@ import os
 import sys
 
 from ..capture.tree import die_with_parent
+from . import ctapieces
 from .export import decode
 from .tasks import DISK_FULL, Task
 
@@ -30,16 +31,33 @@ def main(spec: str) -> int:
 
 
 def serve(parent: int) -> int:
-    """Decode each task read from stdin; answer each on the original stdout with a JSON line
+    """Decode each task read from stdin, or write each stitch job (``{"pieces": job}``,
+    :func:`.ctapieces.write`); answer each on the original stdout with a JSON line
     (``error``, ``errno``). The decoder's own output goes to stderr, not into the answers."""
     die_with_parent(parent)
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     for line in sys.stdin:
-        outcome = decode(Task.from_dict(json.loads(line)))
-        answers.write(json.dumps({"error": outcome.error, "errno": outcome.errno}) + "\n")
+        request = json.loads(line)
+        if "pieces" in request:
+            error, errno = _pieces(request["pieces"])
+        else:
+            outcome = decode(Task.from_dict(request))
+            error, errno = outcome.error, outcome.errno
+        answers.write(json.dumps({"error": error, "errno": errno}) + "\n")
         answers.flush()
     return 0
+
+
+def _pieces(job: dict) -> tuple[str | None, int | None]:
+    """(error, errno) of a stitch job: (None, None) when written."""
+    try:
+        ctapieces.write(job)
+    except OSError as error:  # a full disk
+        return error.strerror or str(error), error.errno
+    except ValueError as error:
+        return str(error), None
+    return None, None
 
 
 if __name__ == "__main__":

@@ -97,6 +97,23 @@ class Server:
 
     def decode(self, task: Task) -> Outcome:
         start = time.monotonic()
+        told = self._ask(task.to_dict())
+        seconds = time.monotonic() - start
+        if self.workers.cancelled:
+            return Outcome(task, seconds, cancelled=True)
+        if told is None:  # the worker died: the decoder aborted on this task
+            return _failed(task, seconds, self.returncode, self.stderr)
+        if told.get("error"):
+            return Outcome(task, seconds, error=f"{task.raw}: {told['error']}", errno=told.get("errno"))
+        return Outcome(task, seconds, written=task.outputs())
+
+    def pieces(self, job: dict) -> dict | None:
+        """Write one job of a launch's stitch (:func:`.ctapieces.write`); the worker's answer
+        (``error``, ``errno``), or None when it died or could not start."""
+        return self._ask({"pieces": job})
+
+    def _ask(self, request: dict) -> dict | None:
+        """Send one request (starting the worker on first use); its answer, or None."""
         if self.proc is None:
             env = dict(os.environ)
             env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), KEEP_FREED]))
@@ -111,23 +128,17 @@ class Server:
             )
             if self.proc is None:
                 self.errors.close()
-                return Outcome(task, 0.0, cancelled=True)
+                return None
         try:
-            self.proc.stdin.write(json.dumps(task.to_dict()) + "\n")
+            self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             answer = self.proc.stdout.readline()
         except OSError:
             answer = ""
-        seconds = time.monotonic() - start
-        if self.workers.cancelled:
-            return Outcome(task, seconds, cancelled=True)
-        if not answer:  # the worker died: the decoder aborted on this task
+        if not answer:
             self.close()
-            return _failed(task, seconds, self.returncode, self.stderr)
-        told = json.loads(answer)
-        if told.get("error"):
-            return Outcome(task, seconds, error=f"{task.raw}: {told['error']}", errno=told.get("errno"))
-        return Outcome(task, seconds, written=task.outputs())
+            return None
+        return json.loads(answer)
 
     def close(self) -> None:
         """Let the worker end (its input closed) and wait for it."""

@@ -67,7 +67,7 @@ def test_stitched_chunks_are_the_decoders_whole_launch(tmp_path, name, pid):
             ]
             out = raw.with_name(f".stitched{number}.out")
             with ctastitch.Stitch(spools, firsts, blocks) as stitched:
-                stitched.write_file(out)
+                stitched.write_file(out, parts=count)  # in as many jobs as chunks
             assert out.read_bytes() == whole, (number, count)
             start, end, _ = bounds(whole)
             assert stitched.counts == jsonindex.count(memoryview(whole)[start:end])
@@ -121,13 +121,13 @@ def test_chunks_that_do_not_fit_the_layout_are_refused(tmp_path):
         ctastitch.Stitch([one, other], [0, 2], 4)
 
 
-def test_a_launch_stitched_into_a_whole_export_takes_its_tables(tmp_path):
+@pytest.mark.parametrize("names_gain", [0, 10], ids=["names-keep-digits", "names-gain-digits"])
+def test_a_launch_stitched_into_a_whole_export_takes_its_tables(tmp_path, names_gain):
     """A later launch is stitched straight into the merge's output, its indices through the
     whole export's tables: the bytes are the launch's own export rewritten by those maps
-    (the regular rewrite, :func:`jsonindex.remapped`), names moved and locations that gain
-    digits alike; CuTe DSL token ranges that end in another warp among them."""
-    import io
-
+    (the regular rewrite, :func:`jsonindex.remapped`), names moved (over their own digits,
+    or spliced where they gain one) and locations that gain digits alike; CuTe DSL token
+    ranges that end in another warp among them."""
     raw = kept(tmp_path, "cute_pipeline") / "iket" / "pid_0xfc5" / "iket.data.json"
     data = json.loads(raw.read_text())
     launch = next(x for x in data["launches"] if x["canDecode"])
@@ -139,10 +139,14 @@ def test_a_launch_stitched_into_a_whole_export_takes_its_tables(tmp_path):
         for c, (first, last) in enumerate(ctasplit.spans(blocks, len(firsts)))
     ]
     with ctastitch.Stitch(spools, firsts, blocks) as stitch:
-        names = list(range(len(stitch.strings)))[::-1]  # every name moves
+        names = [index + names_gain for index in range(len(stitch.strings))][::-1]  # every name moves
+        assert len(names) < 10, "names_gain=0 keeps one digit"
         locs = [index * 37 + 5 for index in range(len(stitch.locations))]  # most gain digits
-        written = io.BytesIO()
-        counts = stitch.write_into(written, names, locs)
+        with open(tmp_path / "written", "wb") as written:
+            written.write(b"[earlier launches],")  # buffered: the launch goes after it
+            counts = stitch.write_into(written, names, locs, parts=2)
+            written.write(b"]")
     start, end, _ = bounds(whole)
-    assert written.getvalue() == bytes(jsonindex.remapped(whole[start:end], names, locs))
+    expected = b"[earlier launches]," + bytes(jsonindex.remapped(whole[start:end], names, locs)) + b"]"
+    assert (tmp_path / "written").read_bytes() == expected
     assert counts == jsonindex.count(memoryview(whole)[start:end])

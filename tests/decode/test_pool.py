@@ -324,3 +324,21 @@ def test_a_chunk_whose_worker_dies_fails_the_json_alone_and_leaves_nothing(tmp_p
     assert outcomes["perfetto"].error is None
     assert not (folder / "iket_pid_0xfc5.trace.json").exists()
     assert [p.name for p in folder.rglob(".*") if p.is_file()] == []
+
+
+def test_a_stitch_job_a_worker_refuses_fails_the_json_alone_and_leaves_nothing(tmp_path, monkeypatch):
+    """The workers write a stitched launch's runs where the plan puts them; a run whose bytes
+    are not the length planned (here: a plan made one byte too long a run) is refused in
+    the worker before it is written, and the JSON export fails, named; nothing is left."""
+    from iket_cli.decode import ctastitch
+
+    started = _by_ctas(monkeypatch)
+    lengths = ctastitch.Stitch._lengths
+    monkeypatch.setattr(ctastitch.Stitch, "_lengths", lambda *args: lengths(*args) + 1)
+    folder = kept(tmp_path, "cute_pipeline")
+    outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=2)}
+    failed = outcomes["json"]
+    assert failed.error and "merging its launches: a stitched run of" in failed.error, failed.error
+    assert outcomes["perfetto"].error is None and len([a for a in started if "--serve" in a]) == 2
+    assert not (folder / "iket_pid_0xfc5.trace.json").exists()
+    assert [p.name for p in folder.rglob(".*") if p.is_file()] == []
