@@ -15,7 +15,7 @@ by side. Byte for byte the decoder's whole-launch export on keep256, on every H2
 ``tests/fixtures`` (PyTorch's 4096-CTA kernels among them: many CTAs an SM) and on
 ``big_kernel.py`` captured on the H200 (``scripts/gpu_check.py``). keep256's second launch
 (151 MB, 12 chunks, 2-core machine): read and planned in 0.2 s by the CLI, written in 0.3 s
-by two workers (0.15 s and 0.45 s, all in the CLI, before).
+by two workers (before: read in 0.15 s and written in 0.45 s, both by the CLI).
 """
 
 from __future__ import annotations
