@@ -13,6 +13,7 @@ workers; 0.45 s in the CLI alone, its whole stitch 0.6 to 0.7 s).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from pathlib import Path
@@ -115,7 +116,7 @@ def _pwrite_all(fd: int, buffers: list, offset: int) -> None:
             while rest:
                 written = os.pwrite(fd, rest, offset + done)
                 if written <= 0:
-                    raise OSError(28, os.strerror(28))
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 rest, done = rest[written:], done + written
         offset += size
 

@@ -97,18 +97,19 @@ class Pieces:
 
 class Writers:
     """What writes a stitch's jobs: the batch's workers, ``parts`` of them side by side. A job
-    a worker could not write raises: OSError with its errno (a full disk, the message the
-    CLI gives as for any write), ValueError otherwise (refused, or the worker ended)."""
+    a worker could not write raises: OSError with its errno and no file name (a full disk:
+    the pool names the artifact, not the temporary file), ValueError otherwise (refused, or
+    the worker ended)."""
 
     def __init__(self, batch: Batch, parts: int) -> None:
         self.batch, self.parts = batch, parts
 
     def __call__(self, jobs: list[dict]) -> None:
         answers = [future.result() for future in self.batch.first(jobs)]
-        for job, answer in zip(jobs, answers, strict=True):
+        for answer in answers:
             if answer is None:
                 raise ValueError("a worker writing the launch ended")
             if answer.get("error") and answer.get("errno"):
-                raise OSError(answer["errno"], answer["error"], job["out"])
+                raise OSError(answer["errno"], answer["error"])
             if answer.get("error"):
                 raise ValueError(answer["error"])
