@@ -14,12 +14,12 @@ workers; 0.45 s in the CLI alone, its whole stitch 0.6 to 0.7 s).
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 from pathlib import Path
 from typing import NamedTuple
 
 from . import jsonindex
+from .jsonlayout import mapped
 from .tasks import indices_name
 
 
@@ -75,8 +75,6 @@ def here(jobs: list[dict]) -> None:
         write(job)
 
 
-#: A chunk's spool is mapped with its pages at once (just written: in the page cache).
-POPULATED = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 #: Buffers a ``pwritev`` call takes at most (Linux's IOV_MAX).
 _IOV_MAX = 1024
 
@@ -105,6 +103,13 @@ def write(job: dict) -> None:
             source.close()
 
 
+def indices(spool: Path, body) -> jsonindex.Indices:
+    """A chunk's indices, in byte order: those its worker kept beside its spool, or found in
+    ``body`` (its launch's bytes)."""
+    kept = spool.with_name(indices_name(spool.name))
+    return jsonindex.load(kept) if kept.is_file() else jsonindex.find(body)
+
+
 def _pwrite_all(fd: int, buffers: list, offset: int) -> None:
     """All of ``buffers`` at ``offset``, one after another (``pwritev``, IOV_MAX at a time)."""
     while buffers:
@@ -130,12 +135,8 @@ class Source:
         self.path = Path(spool)
         self.start, self.names, self.locs = start, names, locs
         with open(self.path, "rb") as handle:
-            self.data = mmap.mmap(handle.fileno(), 0, flags=POPULATED, prot=mmap.PROT_READ)
-        kept = self.path.with_name(indices_name(self.path.name))
-        #: In byte order, as :func:`.jsonindex.find` gives them (and kept them).
-        self.found = (
-            jsonindex.load(kept) if kept.is_file() else jsonindex.find(memoryview(self.data)[start:end])
-        )
+            self.data = mapped(handle)
+        self.found = indices(self.path, memoryview(self.data)[start:end])
 
     def close(self) -> None:
         self.data.close()

@@ -20,7 +20,6 @@ by two workers (before: read in 0.15 s and written in 0.45 s, both by the CLI).
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
 from pathlib import Path
@@ -28,8 +27,7 @@ from typing import NamedTuple
 
 from . import ctapieces, jsonindex
 from .ctapieces import ARRAYS, Array
-from .jsonlayout import bounds, tables_text
-from .tasks import indices_name
+from .jsonlayout import bounds, mapped, tables_text
 
 
 def _order(location: dict) -> tuple:
@@ -49,7 +47,7 @@ class _Chunk:
         self.path = path
         self.handle = open(path, "rb")  # noqa: SIM115 - closed by close()
         try:
-            self.data = mmap.mmap(self.handle.fileno(), 0, flags=ctapieces.POPULATED, prot=mmap.PROT_READ)
+            self.data = mapped(self.handle)
         except (OSError, ValueError):
             self.handle.close()
             raise
@@ -72,9 +70,7 @@ class _Chunk:
         keys = [_order(loc) for loc in self.locations]
         if keys != sorted(keys) or len(set(keys)) != len(keys):
             raise ValueError(f"{path.name}: its warps are not in (SM, CTA, warp) order")
-        kept = path.with_name(indices_name(path.name))
-        #: In byte order, as :func:`.jsonindex.find` gives them.
-        self.found = jsonindex.load(kept) if kept.is_file() else jsonindex.find(self.body())
+        self.found = ctapieces.indices(path, self.body())
 
     def body(self) -> memoryview:
         return memoryview(self.data)[self.start : self.end]

@@ -45,16 +45,6 @@ class Indices:
         return _records(self.key)
 
 
-def joined(parts: list[Indices]) -> Indices:
-    """The indices of ``parts`` one after another (none: empty)."""
-    import numpy as np
-
-    if not parts:
-        empty = np.zeros(0, np.int64)
-        return Indices(empty, empty, empty, np.zeros(0, np.uint8))
-    return Indices(*(np.concatenate([getattr(one, name) for one in parts]) for name in FIELDS))
-
-
 def count(body) -> tuple[int, int]:
     """(ranges, markers) in ``body``, by their index keys alone (no number parsed)."""
     import numpy as np

@@ -2,12 +2,14 @@
 
 The decoder writes ``{"graphLaunches":...,"launches":[`` then each launch, then ``],`` and
 the tables (``locationTable``, ``meta``, ``stringTable``), keys sorted and no spaces: a part's
-launches are the bytes between, and its tables are parsed on their own.
+launches are the bytes between, and its tables are parsed on their own. A part (or a chunk's
+spool) is read or rewritten in place through one mapping of its file (:func:`mapped`).
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 
 _LAUNCHES = b'"launches":['
@@ -55,3 +57,12 @@ def file_bounds(handle) -> tuple[int, int, dict]:
     if start < len(_LAUNCHES) or end < 0 or at + end < start:
         raise ValueError("a part of the JSON export is not in the decoder's layout")
     return start, at + end, json.loads(b"{" + tail[end + 2 :])
+
+
+def mapped(handle, *, write: bool = False) -> mmap.mmap:
+    """The whole file mapped, its pages mapped at once where Linux allows (MAP_POPULATE):
+    a part or a chunk's spool is in the page cache, just written; touching its pages one by
+    one costs more."""
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+    prot = mmap.PROT_READ | (mmap.PROT_WRITE if write else 0)
+    return mmap.mmap(handle.fileno(), 0, flags=flags, prot=prot)

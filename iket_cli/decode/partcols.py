@@ -130,14 +130,11 @@ def assemble(path: Path, launches: list[trace_mod.Launch], maps: list, strings: 
     """The whole trace of ``path`` from its parts' launches (in order) and the merge's
     tables; ``maps`` holds each part's (names, locations) lookup, as :class:`.splitjson.Merger`
     rewrote the file's indices."""
-    import numpy as np
-
     for launch, (names, locs) in zip(launches, maps, strict=True):
         for kind in _KINDS:
             columns = getattr(launch, kind)
             for column, lookup in (("name", names), ("loc", locs)):
                 values = getattr(columns, column)
                 if len(values) and not jsonindex.unchanged(lookup):
-                    looked = np.asarray(lookup, np.int32)[np.asarray(values, np.int64)]
-                    setattr(columns, column, array("i", looked.tobytes()))
+                    setattr(columns, column, array("i", _mapped(values, lookup).tobytes()))
     return trace_mod.Trace(Path(path), launches, strings, locations)

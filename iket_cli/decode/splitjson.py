@@ -24,14 +24,13 @@ the sequential form, for small captures decoded in the CLI's own process.
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import ctasplit, jsonindex
-from .jsonlayout import bounds, file_bounds, tables_text
+from .jsonlayout import bounds, file_bounds, mapped, tables_text
 from .tasks import indices_name, part_name, spool_name
 
 #: Huge strings are written in slices, so a 907 MB JSON export is never held twice (and
@@ -118,18 +117,10 @@ def spool(decoder, path: Path, *, find_indices: bool) -> None:
         write_slices(handle, text)
     del text
     if find_indices:
-        with open(path, "rb") as handle, _mapped(handle, write=False) as data:
+        with open(path, "rb") as handle, mapped(handle, write=False) as data:
             start, end, _ = bounds(data)
             found = jsonindex.find(memoryview(data)[start:end])
         jsonindex.save(found, path.with_name(indices_name(path.name)))
-
-
-def _mapped(handle, *, write: bool) -> mmap.mmap:
-    """The whole file mapped, its pages mapped at once where Linux allows (MAP_POPULATE):
-    they are in the page cache, just written; touching them one by one costs more."""
-    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-    prot = mmap.PROT_READ | (mmap.PROT_WRITE if write else 0)
-    return mmap.mmap(handle.fileno(), 0, flags=flags, prot=prot)
 
 
 def export_json(raw: Path, out: Path, decoder_class) -> bool:
@@ -230,7 +221,7 @@ class Merger:
             if jsonindex.unchanged(names) and jsonindex.unchanged(locs):
                 _copy(source, self.handle, start, end - start)  # the same tables: as it is
                 return found
-            with _mapped(source, write=True) as data:
+            with mapped(source, write=True) as data:
                 if _rewritten(data, start, end, names, locs, found):
                     _copy(source, self.handle, start, end - start)
                 else:  # a number changed its length: the rewritten bytes pass through here
@@ -247,7 +238,7 @@ class Merger:
             if counts is None and kept.is_file():
                 counts = jsonindex.load(kept).counts()
             elif counts is None:
-                with _mapped(source, write=False) as data:
+                with mapped(source, write=False) as data:
                     counts = jsonindex.count(memoryview(data)[start:tables_at])
         self._maps()  # the whole export's tables start with the first part's, in order
         try:

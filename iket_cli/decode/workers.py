@@ -83,8 +83,9 @@ class Workers:
 
 
 class Server:
-    """A long-lived worker: it decodes the tasks it is sent one after another, reusing its
-    memory, and answers one line each; started on first use, stopped by :meth:`close`."""
+    """A long-lived worker: it decodes the tasks (:meth:`decode`) and writes the stitch jobs
+    (:meth:`pieces`) it is sent one after another, reusing its memory, and answers one line
+    each; started on first use, stopped by :meth:`close`."""
 
     def __init__(self, workers: Workers) -> None:
         self.workers = workers
