@@ -25,8 +25,12 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     #: ``--timeout`` expired; the whole process tree was killed.
     TIMEOUT = 124
+    #: The terminal hung up (SIGHUP: an ssh connection dropped); handled as SIGTERM is.
+    HANGUP = 129
     #: Interrupted by SIGINT (Ctrl-C). SIGTERM gives 143, as shells report it.
     INTERRUPTED = 130
+    #: SIGQUIT (Ctrl-\ at a terminal); handled as SIGTERM is.
+    QUIT = 131
     #: Killed by SIGKILL (``kill -9``, the OOM killer, a preemption): the shell reports it;
     #: iket cannot. Its watchdog stopped the capture's processes and kept the evidence.
     KILLED = 137
@@ -136,14 +140,19 @@ class DiskFullError(CaptureError):
 
 
 class Terminated(BaseException):
-    """Raised in the main thread by iket's SIGTERM handler while a capture or a decode runs,
-    as KeyboardInterrupt is for SIGINT; turned into :class:`CaptureInterrupted` (exit 143)."""
+    """Raised in the main thread by iket's handler of SIGTERM, SIGHUP or SIGQUIT (``signum``),
+    as KeyboardInterrupt is for SIGINT; turned into :class:`CaptureInterrupted` (exit 128 +
+    the signal: 143, 129, 131)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = signal.Signals(signum)
 
 
 def signal_of(interruption: BaseException) -> signal.Signals:
-    """The signal an interruption stands for: SIGTERM for :class:`Terminated`, else SIGINT
+    """The signal an interruption stands for: its own for :class:`Terminated`, else SIGINT
     (Ctrl-C, or a cancel asked for by the Python API's caller)."""
-    return signal.SIGTERM if isinstance(interruption, Terminated) else signal.SIGINT
+    return interruption.signum if isinstance(interruption, Terminated) else signal.SIGINT
 
 
 class MultiProcessError(UsageError):

@@ -96,6 +96,37 @@ def kept(tmp_path: Path, name: str) -> Path:
     return folder
 
 
+def minimal_manifest(**over) -> dict:
+    """The smallest manifest of schema version 1 (``over`` replaces or adds keys)."""
+    record = {
+        "schema_version": 1,
+        "status": "ok",
+        "error": None,
+        "target": {"kind": "script", "spec": "/a.py", "args": []},
+        "argv": ["python", "/a.py"],
+        "run_iket_argv": ["run-iket"],
+        "cwd": "/",
+        "started_at": "2026-12-02T00:00:00+00:00",
+        "finished_at": "2026-12-02T00:00:01+00:00",
+        "duration_s": 1.0,
+        "phases": {},
+        "postprocess": ["json"],
+        "keep": False,
+        "log": "iket.log",
+        "versions": {"iket_cli": "0.1.0", "run_iket": "4.8.1", "python": "3.12", "gpus": []},
+        "processes": [],
+    }
+    record.update(over)
+    return record
+
+
+def manifest_text(**over) -> str:
+    """:func:`minimal_manifest` as the text of a ``manifest.json``."""
+    import json
+
+    return json.dumps(minimal_manifest(**over))
+
+
 def snapshot(folder: Path) -> dict:
     """Every file under ``folder`` with its bytes: for 'byte-for-byte intact' checks."""
     return {

@@ -8,7 +8,7 @@ import pytest
 import iket_cli
 from iket_cli.errors import ExitCode, MultiProcessError, OutputDirError
 
-from conftest import FIXTURES
+from conftest import FIXTURES, manifest_text
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,7 @@ def test_many_processes_name_the_list(tmp_path, double, monkeypatch):
 
 def test_failures_raise_the_one_family(tmp_path, double):
     shutil.copytree(FIXTURES / "affine", tmp_path / "taken")
-    (tmp_path / "taken" / "manifest.json").write_text('{"schema_version": 1}')
+    (tmp_path / "taken" / "manifest.json").write_text(manifest_text())
     with pytest.raises(OutputDirError) as info:
         iket_cli.profile("w.py:workload", output_dir=tmp_path / "taken", cwd=tmp_path, run_iket=str(double))
     assert isinstance(info.value, iket_cli.IketError)

@@ -4,6 +4,12 @@ No file is written: each table of each capture is built in memory and registered
 view of one DuckDB connection, under the names of ``docs/schema.md``. Several captures
 (``base=A new=B``) share each table, told apart by its ``capture`` column. DuckDB and
 pyarrow are the optional ``sql`` extra.
+
+A query is confined to those tables: DuckDB could otherwise read any file the user may read
+(``read_blob('/etc/shadow')``), write files (``COPY ... TO``), attach databases and install
+extensions from the network, and a query can come from someone else (a CI configuration,
+a snippet pasted from a page). The connection is made without external access, extensions
+neither installed nor loaded, and its configuration locked; ``allow_files`` opts out.
 """
 
 from __future__ import annotations
@@ -79,12 +85,27 @@ def _exported(location: Path, name: str, only: tuple[str, ...]) -> dict[str, Any
     return tables
 
 
-def connect(tables: dict[str, Any]):
-    """An in-memory DuckDB connection with each table registered under its name."""
+#: What confines a connection to the registered tables (the last one locks the others in).
+CONFINED = (
+    "SET enable_external_access = false",
+    "SET autoinstall_known_extensions = false",
+    "SET autoload_known_extensions = false",
+    "SET lock_configuration = true",
+)
+#: How DuckDB words a refusal of the confinement.
+_REFUSED = ("disabled by configuration", "disabled through configuration", "Cannot change configuration")
+
+
+def connect(tables: dict[str, Any], *, allow_files: bool = False):
+    """An in-memory DuckDB connection with each table registered under its name, confined to
+    them unless ``allow_files``."""
     duckdb = require()
     connection = duckdb.connect()
     for name, table in tables.items():
         connection.register(name, table)
+    if not allow_files:
+        for setting in CONFINED:
+            connection.execute(setting)
     return connection
 
 
@@ -100,9 +121,10 @@ def run(connection, query: str):
         return fetch()
     except duckdb.Error as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UsageError(
-            f"the query failed: {first}", hint="iket sql CAPTURE --schema lists the tables and columns"
-        ) from None
+        hint = "iket sql CAPTURE --schema lists the tables and columns"
+        if any(text in first for text in _REFUSED):
+            hint = "a query reads only the captures' tables; --allow-files lets it read and write files"
+        raise UsageError(f"the query failed: {first}", hint=hint) from None
 
 
 def schema(tables: dict[str, Any]) -> str:

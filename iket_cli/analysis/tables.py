@@ -10,6 +10,7 @@ the optional ``sql`` extra (:func:`require`).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,7 +76,8 @@ def chunks(
         (label, path, trace_mod.load(path, kinds), beside(path)) for label, path in find_traces(location)
     ]
     namer = Namer(launch.kernel for _, _, trace, _ in found for launch in trace.launches)
-    launches = []
+    launches: list[dict[str, Any]] = []  # one row each: a table of their own at the end
+    shaped: set[str] = set()  # tables with a piece already: an empty piece adds nothing more
     next_id = 0
     for label, path, trace, context in found:
         process = context.process or {"pid_hex": pid_of(path.name)}
@@ -84,18 +86,17 @@ def chunks(
         for number, launch in enumerate(trace.launches):
             where = {"capture": capture, "process": label, "launch": number}
             if "launches" in only or "kernels" in only:
-                launches.append(_launch(pa, where, launch, namer))
-                if "launches" in only:
-                    yield "launches", launches[-1]
-            if "warps" in only:
-                yield "warps", _warps(pa, where, trace, launch.warps)
-            if "ranges" in only:
-                yield "ranges", _ranges(pa, where, trace, launch, next_id)
-            if "markers" in only:
-                yield "markers", _markers(pa, where, trace, launch, next_id)
+                launches.append(_launch(where, launch, namer))
+            for name, build in _PER_LAUNCH.items():
+                if name in only and (len(getattr(launch, name)) or name not in shaped):
+                    shaped.add(name)
+                    yield name, build(pa, where, trace, launch, next_id)
             next_id += len(launch.ranges)
+    table = _launches(pa, launches)
+    if "launches" in only and launches:
+        yield "launches", table
     if "kernels" in only:
-        yield "kernels", _kernels(pa, pa.concat_tables(launches) if launches else _empty(pa))
+        yield "kernels", _kernels(pa, table)
 
 
 def _empty(pa):
@@ -128,7 +129,14 @@ def _constant(pa, value, n: int):
 
     if value is None:
         return pa.nulls(n, pa.string())
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), _dictionary(pa, (value,)))
+
+
+@functools.lru_cache(maxsize=256)
+def _dictionary(pa, values: tuple[str, ...]):
+    """An Arrow array of a few strings, made once: pyarrow's conversion of Python values looks
+    for optional modules (dateutil) on every call, which was most of a small launch's cost."""
+    return pa.array(values, pa.string())
 
 
 def _process(pa, capture: str, label: str, path: Path, process: dict[str, Any]):
@@ -160,29 +168,44 @@ def _head(pa, where: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
-def _launch(pa, where: dict[str, Any], launch: Launch, namer: Namer):
+def _launch(where: dict[str, Any], launch: Launch, namer: Namer) -> dict[str, Any]:
+    """One launch's row of the ``launches`` table."""
     w = launch.warps
     starts, ends = ints(w.start), ints(w.end)
     first = int(starts.min()) if len(starts) else None
     last = int(ends.max()) if len(ends) else None
     cluster = launch.cluster or (None, None, None)
-    columns = {
-        **_head(pa, where, 1),
-        "kernel": [launch.kernel],
-        "name": [namer(launch.kernel)],
-        "demangled": [demangle(launch.kernel)],
-        "grid_id": pa.array([launch.grid_id], pa.int64()),
+    row = {
+        **where,
+        "kernel": launch.kernel,
+        "name": namer(launch.kernel),
+        "demangled": demangle(launch.kernel),
+        "grid_id": launch.grid_id,
     }
     for what, dims in (("grid", launch.grid), ("block", launch.block), ("cluster", cluster)):
         for n, axis in enumerate("xyz"):
-            columns[f"{what}_{axis}"] = pa.array([dims[n]], pa.int32())
-    columns["span_start"] = pa.array([first], pa.int64())
-    columns["span_end"] = pa.array([last], pa.int64())
-    columns["span_ns"] = pa.array([None if first is None else last - first], pa.int64())
-    columns["warps"] = pa.array([len(w)], pa.int64())
-    columns["ranges"] = pa.array([len(launch.ranges)], pa.int64())
-    columns["markers"] = pa.array([len(launch.markers)], pa.int64())
-    return pa.table(columns)
+            row[f"{what}_{axis}"] = dims[n]
+    row.update(span_start=first, span_end=last, span_ns=None if first is None else last - first)
+    row.update(warps=len(w), ranges=len(launch.ranges), markers=len(launch.markers))
+    return row
+
+
+def _launches(pa, rows: list[dict[str, Any]]):
+    """The ``launches`` table: its rows made once, typed as docs/schema.md says."""
+    if not rows:
+        return _empty(pa)
+    columns = {key: [row[key] for row in rows] for key in rows[0]}
+    types = {"launch": pa.int32(), "grid_id": pa.int64()}
+    types.update({f"{what}_{axis}": pa.int32() for what in ("grid", "block", "cluster") for axis in "xyz"})
+    counts = ("span_start", "span_end", "span_ns", "warps", "ranges", "markers")
+    types.update({key: pa.int64() for key in counts})
+    table = {}
+    for key, values in columns.items():
+        if key in ("capture", "process"):
+            table[key] = pa.array(values, pa.string()).dictionary_encode()
+        else:
+            table[key] = pa.array(values, types.get(key, pa.string()))
+    return pa.table(table)
 
 
 def _places(pa, trace: Trace, loc) -> dict[str, Any]:
@@ -213,7 +236,8 @@ def _table(trace: Trace, key: str):
     return cache[key]
 
 
-def _warps(pa, where: dict[str, Any], trace: Trace, w: Columns):
+def _warps(pa, where: dict[str, Any], trace: Trace, launch: Launch, first_id: int):
+    w = launch.warps
     start, end = ints(w.start), ints(w.end)
     return pa.table(
         {
@@ -233,7 +257,10 @@ def _names(pa, trace: Trace, indices):
 
     valid = (indices >= 0) & (indices < len(trace.strings))
     codes = pa.array(np.where(valid, indices, 0).astype(np.int32), mask=~valid)
-    return pa.DictionaryArray.from_arrays(codes, pa.array(trace.strings or [""], pa.string()))
+    cache = trace.__dict__.setdefault("_columns", {})
+    if "strings" not in cache:  # the string table, converted once per trace, not per launch
+        cache["strings"] = pa.array(trace.strings or [""], pa.string())
+    return pa.DictionaryArray.from_arrays(codes, cache["strings"])
 
 
 def _ranges(pa, where: dict[str, Any], trace: Trace, launch: Launch, first_id: int):
@@ -248,7 +275,9 @@ def _ranges(pa, where: dict[str, Any], trace: Trace, launch: Launch, first_id: i
         "id": pa.array(np.arange(first_id, first_id + n, dtype=np.int64)),
         **_head(pa, where, n),
         "name": _names(pa, trace, ints(r.name)),
-        "kind": pa.DictionaryArray.from_arrays(pa.array(stack.astype(np.int8)), ["start_end", "push_pop"]),
+        "kind": pa.DictionaryArray.from_arrays(
+            pa.array(stack.astype(np.int8)), _dictionary(pa, ("start_end", "push_pop"))
+        ),
         **_places(pa, trace, loc),
         "start_ts": pa.array(start),
         "end_ts": pa.array(end),
@@ -306,6 +335,10 @@ def _markers(pa, where: dict[str, Any], trace: Trace, launch: Launch, first_id: 
             "offset_ns": pa.array(offset, pa.int64(), mask=none),
         }
     )
+
+
+#: The tables built a launch at a time, by the launch's records of the same name.
+_PER_LAUNCH = {"warps": _warps, "ranges": _ranges, "markers": _markers}
 
 
 def depths(loc, start, end, stack):

@@ -38,6 +38,14 @@ BAD_TARGET = 2
 STREAM_ENV = "IKET_CLI_STREAM"
 #: The warm standby's socket (set by the CLI for function targets; see iket_cli/capture/warm.py).
 WARM_ENV = "IKET_WARM_SOCKET"
+#: The CLI's input, served on this socket to the capture pass (iket_cli/capture/stdin.py).
+STDIN_ENV = "IKET_CLI_STDIN"
+#: The user's PYTHONWARNINGS, kept from run-iket (``error`` would stop run-iket's own set-up
+#: on a DeprecationWarning of its imports) and given back to the workload here.
+WARNINGS = "PYTHONWARNINGS"
+WORKLOAD_WARNINGS_ENV = "IKET_WORKLOAD_PYTHONWARNINGS"
+#: How the capture pass's configuration file ends (the tracker pass has its own).
+CAPTURE_CONFIG = os.path.join("iket", "iket.config.json")
 #: The standby's log line once a pass handed its call over (iket_cli/capture/warm.py reads it).
 SERVING = "iket-warm: serving the pass of pid"
 
@@ -75,6 +83,39 @@ def _filter(read_fd: int, out_fd: int) -> None:
             return
 
 
+def workload_environment() -> None:
+    """Give the workload what the CLI kept from run-iket: its PYTHONWARNINGS, and in the
+    capture pass the CLI's standard input (connected to the CLI's socket as descriptor 0)."""
+    kept = os.environ.pop(WORKLOAD_WARNINGS_ENV, None)
+    if kept is not None:
+        os.environ[WARNINGS] = kept
+    served = os.environ.pop(STDIN_ENV, None)
+    if served and os.environ.get("IKET_INJECTION_CONFIG", "").endswith(CAPTURE_CONFIG):
+        import socket
+
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(served)
+        except OSError:
+            connection.close()
+            return
+        os.dup2(connection.fileno(), 0)
+        connection.close()
+
+
+def apply_warnings() -> None:
+    """The workload's PYTHONWARNINGS in this interpreter, which started without it (a call
+    made in the shim's own process, or in the standby's worker)."""
+    options = [o for o in os.environ.get(WARNINGS, "").split(",") if o]
+    if options:
+        import warnings
+
+        try:  # noqa: SIM105  (contextlib would be one more import in every pass)
+            warnings._processoptions(options)  # how Python itself reads -W and PYTHONWARNINGS
+        except AttributeError:
+            pass
+
+
 def sanitize_output() -> None:
     """Route fds 1 and 2 of this process (and its children) through the UTF-8 filter."""
     sys.stdout.flush()
@@ -83,6 +124,11 @@ def sanitize_output() -> None:
     read_fd, write_fd = os.pipe()
     if os.fork() == 0:
         os.close(write_fd)
+        if out_fd != 1:  # run-iket's pipe is not ours to hold: a detached helper of the workload
+            null = os.open(os.devnull, os.O_WRONLY)  # keeps this filter alive, and run-iket
+            os.dup2(null, 1)  # reads its pipe to the end before the pass can end
+            os.dup2(null, 2)
+            os.close(null)
         try:
             _filter(read_fd, out_fd)
         finally:
@@ -113,6 +159,7 @@ def _import_target(spec: str):
 def call(spec: str, func_name: str, args: list) -> int:
     """Import ``spec`` and call ``func_name()`` with ``sys.argv`` set to the target's args."""
     sys.argv = [spec, *args]
+    apply_warnings()
     module = _import_target(spec)
     func = getattr(module, func_name, None)
     if func is None:
@@ -133,6 +180,7 @@ def run_script(spec: str, args: list) -> int:
     path = os.path.abspath(spec)
     sys.argv = [spec, *args]
     sys.path[0] = os.path.dirname(path)
+    apply_warnings()
     runpy.run_path(path, run_name="__main__")
     return 0
 
@@ -289,6 +337,7 @@ def main(argv: list) -> int:
         usage = "exec ARGV... | script PYTHON FILE [ARGS...] | call TARGET FUNC [ARGS...]"
         print(f"usage: _shim.py {usage}", file=sys.stderr)
         return BAD_TARGET
+    workload_environment()
     sanitize_output()
     if argv[0] == "script" and len(argv) >= 3:
         handed = hand_over(argv[2], None, argv[3:])

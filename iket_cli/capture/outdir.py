@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -96,9 +97,18 @@ def name_max(folder: Path) -> int:
 
 
 def _check_name(path: Path, absolute: Path) -> None:
-    """DIR's name must leave room for ``DIR.failed``, where a failed attempt's evidence goes."""
+    """DIR's name must leave room for ``DIR.failed``, where a failed attempt's evidence goes,
+    and be text: run-iket and the injection library write the paths of a capture as UTF-8
+    (in JSON), which bytes that are not UTF-8 cannot be."""
+    try:
+        str(absolute).encode("utf-8")
+    except UnicodeEncodeError:
+        raise OutputDirError(
+            f"output directory {os.fsencode(path)!r} is not a UTF-8 path, which run-iket cannot write",
+            hint="pass --output-dir with a name (and parents) in UTF-8",
+        ) from None
     limit = name_max(absolute.parent) - len(FAILED_SUFFIX.encode())
-    size = len(absolute.name.encode())
+    size = len(os.fsencode(absolute.name))
     if size > limit:
         raise OutputDirError(
             f"output directory name {absolute.name[:24]}... is {size} bytes; at most {limit} fit, "
@@ -117,11 +127,11 @@ def hidden(output_dir: Path, suffix: str) -> Path:
     output_dir = Path(os.path.abspath(output_dir))
     name = f".{output_dir.name}{suffix}"
     limit = name_max(output_dir.parent)
-    if len(name.encode()) <= limit:
+    if len(os.fsencode(name)) <= limit:
         return output_dir.with_name(name)
-    digest = hashlib.sha1(output_dir.name.encode()).hexdigest()[:12]
+    digest = hashlib.sha1(os.fsencode(output_dir.name)).hexdigest()[:12]
     room = limit - len(suffix.encode()) - len(digest) - 2
-    head = output_dir.name.encode()[:room].decode("utf-8", "ignore")
+    head = os.fsdecode(os.fsencode(output_dir.name)[:room].decode("utf-8", "ignore").encode())
     return output_dir.with_name(f".{head}~{digest}{suffix}")
 
 
@@ -136,18 +146,21 @@ class Lock:
     """An exclusive, non-blocking lock on one output directory, held for a whole capture.
 
     The lock file sits beside DIR (DIR itself may not exist yet) and is removed on release;
-    a holder re-checks after locking that the file it locked is still the one on disk.
+    a holder re-checks after locking that the file it locked is still the one on disk. It is
+    named after DIR's real path, so that two commands naming one folder by two paths (a
+    symlink, ``..``) take one lock; it is never opened through a symlink (someone else's
+    file planted under its name would be overwritten).
     """
 
     def __init__(self, output_dir: Path) -> None:
         self.output_dir = output_dir
-        self.path = hidden(output_dir, LOCK_SUFFIX)
+        self.path = hidden(Path(os.path.realpath(output_dir)), LOCK_SUFFIX)
         self._fd: int | None = None
 
     def acquire(self) -> Lock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = self._open()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -161,10 +174,25 @@ class Lock:
             if _same_file(fd, self.path):
                 break
             os.close(fd)  # the holder removed it between our open and our lock: retry
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        try:  # the holder's pid, for the message of a command that finds DIR locked
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:  # a full disk: the lock holds without it; nothing is left behind
+            self.release()
+            raise
         return self
+
+    def _open(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                raise
+        raise OutputDirError(
+            f"the lock file {self.path} is a symlink, which iket never writes through",
+            hint=f"remove it (rm {self.path}) if nobody else needs it, or pass --output-dir elsewhere",
+        )
 
     def release(self) -> None:
         if self._fd is None:
@@ -191,7 +219,7 @@ def _read_holder(fd: int) -> str:
 
 def _same_file(fd: int, path: Path) -> bool:
     try:
-        on_disk = os.stat(path)
+        on_disk = os.lstat(path)
     except FileNotFoundError:
         return False
     held = os.fstat(fd)

@@ -22,7 +22,7 @@ from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, IketError
 from ..model.units import human_bytes
 from ..model.vocab import OVERHEAD_DIR, PROCS_NAME, WARM_LOG_NAME
 from . import runiket, runner, spawn, tree, warm
-from ._shim import STREAM_ENV
+from ._shim import STREAM_ENV, WARNINGS, WORKLOAD_WARNINGS_ENV
 from .events import Reporter
 from .filesystem import is_full
 from .hook import hook_env
@@ -157,12 +157,14 @@ def capture(
     cancel: threading.Event | None = None,
     into: Path | None = None,
     standby: warm.Standby | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> PassResult:
     """The tracker and capture passes, with a warm standby beside them where it helps.
 
     ``into``: run-iket's output folder (default: the staging's capture folder; a repeat has
     its own). ``standby``: one started earlier (:func:`ahead`), beside an earlier repeat, to
-    serve this run's only pass; it is closed here.
+    serve this run's only pass; it is closed here. ``extra_env``: more for the passes'
+    environment (where the CLI's input is served, :mod:`.stdin`).
     """
     argv = runiket.profile_argv(plan, into or staging.capture_dir)
     fifo = staging.root / FIFO_NAME
@@ -183,9 +185,10 @@ def capture(
         if standby is not None:
             standby.start(plan.python, _env(plan, staging, procs), plan.cwd)
     if standby is None:
-        return _run(plan, argv, _env(plan, staging, procs), follower, fifo, deadline, cancel)
+        return _run(plan, argv, _env(plan, staging, procs, extra_env), follower, staging, deadline, cancel)
+    env = _env(plan, staging, procs, {**standby.env, **(extra_env or {})})
     try:
-        result = _run(plan, argv, _env(plan, staging, procs, standby.env), follower, fifo, deadline, cancel)
+        result = _run(plan, argv, env, follower, staging, deadline, cancel)
     finally:
         record = standby.close()
     return replace(result, warm=record)
@@ -215,10 +218,9 @@ def plain(
     """``--overhead``'s run: warp lifetimes only, into ``staging.root/overhead``."""
     argv = runiket.overhead_argv(plan, staging.root / OVERHEAD_DIR)
     transcript.note(f"--overhead run: {spawn.quote(argv)}")
-    fifo = staging.root / FIFO_NAME
     env = _env(plan, staging, staging.root / OVERHEAD_PROCS_NAME)
     follower = _Follower(plan, transcript, track_phases=False)
-    return _run(plan, argv, env, follower, fifo, deadline, cancel)
+    return _run(plan, argv, env, follower, staging, deadline, cancel)
 
 
 def _env(plan: Plan, staging: Staging, procs: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -233,6 +235,8 @@ def _env(plan: Plan, staging: Staging, procs: Path, extra: dict[str, str] | None
         tree.MARK_ENV: staging.token,
         **(extra or {}),
     }
+    if WARNINGS in env:  # the workload's, not run-iket's: the shim gives it back (see _shim)
+        env[WORKLOAD_WARNINGS_ENV] = env.pop(WARNINGS)
     return hook_env(env, procs)
 
 
@@ -241,11 +245,12 @@ def _run(
     argv: list[str],
     env: dict[str, str],
     follower: _Follower,
-    fifo: Path,
+    staging: Staging,
     deadline: float | None,
     cancel: threading.Event | None,
 ) -> PassResult:
-    """One run-iket command; a timeout, an interrupt or a stop becomes the result's error."""
+    """One run-iket command; a timeout, an interrupt or a stop becomes the result's error.
+    The capture's processes are recorded meanwhile (:class:`~iket_cli.capture.tree.Recorder`)."""
     start = time.monotonic()
     timeout = None if deadline is None else max(deadline - start, 0.001)
 
@@ -265,9 +270,10 @@ def _run(
             on_line=follower,
             timeout=timeout,
             limit_s=plan.options.timeout,
-            side_stream=fifo,
+            side_stream=staging.root / FIFO_NAME,
             stop=follower.stop,
             cancel=cancel,
+            on_tick=staging.recorder.update,
         )
     except runner.Stopped as stopped:
         return ended(None, stopped.tail, follower.over_budget(stopped.tail))

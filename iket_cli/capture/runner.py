@@ -7,7 +7,6 @@ waits for it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import CaptureInterrupted, CaptureTimeout, Terminated, signal_of
-from . import spawn
+from . import signals, spawn
 from .tree import GRACE_S, kill_tree, signal_tree
 
 #: Lines of output kept in memory for error messages.
@@ -39,23 +38,6 @@ class Line(NamedTuple):
     #: processes iket signalled itself, such as a Python workload's KeyboardInterrupt
     #: traceback. They belong in the log, not on the user's terminal.
     stopping: bool = False
-
-
-@contextlib.contextmanager
-def sigterm_as_exception():
-    """Turn SIGTERM into :class:`Terminated` while a capture runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass
@@ -78,6 +60,7 @@ def run_streaming(
     side_stream: Path | None = None,
     stop: threading.Event | None = None,
     cancel: threading.Event | None = None,
+    on_tick: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run ``argv`` with stdout+stderr merged, calling ``on_line`` for each decoded line.
 
@@ -112,14 +95,16 @@ def run_streaming(
         if side:
             side.close()
         raise
-    reader = threading.Thread(target=_pump, args=(proc, lambda text: emit(text, True)), daemon=True)
+    ended = threading.Event()
+    reader = threading.Thread(target=_pump, args=(proc, lambda text: emit(text, True), ended), daemon=True)
     reader.start()
     try:
-        with sigterm_as_exception():
-            returncode = _wait(proc, timeout, stop, cancel)
+        with signals.as_exception():
+            returncode = _wait(proc, timeout, stop, cancel, on_tick)
     except Stopped:
         stopping.set()
         kill_tree(proc)
+        ended.set()
         reader.join(GRACE_S)
         if side:
             side.close()
@@ -127,6 +112,7 @@ def run_streaming(
     except subprocess.TimeoutExpired:
         stopping.set()
         kill_tree(proc)
+        ended.set()
         reader.join(GRACE_S)
         if side:
             side.close()
@@ -140,12 +126,14 @@ def run_streaming(
         signum = signal_of(signalled)
         stopping.set()
         kill_tree(proc, first=signum)
+        ended.set()
         reader.join(GRACE_S)
         if side:
             side.close()
         interrupted = CaptureInterrupted.by(signum, "; the whole process tree was stopped")
         interrupted.tail = list(tail)
         raise interrupted from None
+    ended.set()  # a detached helper of the workload may hold the pipe open: not waited for
     reader.join()
     if side:
         side.close()
@@ -181,10 +169,14 @@ def _wait(
     timeout: float | None,
     stop: threading.Event | None = None,
     cancel: threading.Event | None = None,
+    on_tick: Callable[[], None] | None = None,
 ) -> int:
-    """Wait in short slices so that signals, stop and cancel requests are handled promptly."""
+    """Wait in short slices so that signals, stop and cancel requests are handled promptly;
+    ``on_tick`` is called at each slice."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
+        if on_tick is not None:
+            on_tick()
         if cancel is not None and cancel.is_set():
             raise Cancelled()
         if stop is not None and stop.is_set():
@@ -201,11 +193,41 @@ def _wait(
         return code
 
 
-def _pump(proc: subprocess.Popen, emit: Callable[[str], None]) -> None:
+#: Once run-iket has exited, how long its pipe is still read: what its children wrote last
+#: is in it, but a helper the workload detached (a process of its own session) may hold the
+#: pipe open for as long as it lives, and the pass must end with run-iket, not with it.
+DRAIN_QUIET_S = 0.2
+DRAIN_MAX_S = 2.0
+
+
+def _pump(proc: subprocess.Popen, emit: Callable[[str], None], ended: threading.Event) -> None:
+    """Pass each line of run-iket's output to ``emit``: to the end of the pipe, or, once
+    ``ended`` is set (run-iket exited), until it has been quiet for :data:`DRAIN_QUIET_S`
+    (at most :data:`DRAIN_MAX_S`); then the pipe is closed."""
     assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    pending = b""
+    drain_until = None
     with proc.stdout:
-        for raw in iter(proc.stdout.readline, b""):
-            emit(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        while True:
+            if ended.is_set() and drain_until is None:
+                drain_until = time.monotonic() + DRAIN_MAX_S
+            wait = 0.1 if drain_until is None else DRAIN_QUIET_S
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                if drain_until is not None:
+                    break  # quiet since run-iket ended: what is left belongs to a detached helper
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                emit(raw.decode("utf-8", "replace").rstrip("\r"))
+            if drain_until is not None and time.monotonic() > drain_until:
+                break
+    if pending:
+        emit(pending.decode("utf-8", "replace").rstrip("\r"))
 
 
 class _SideStream:

@@ -3,7 +3,9 @@
 * The capture is made in ``.DIR.iket-staging-<token>`` beside DIR and published with one
   atomic rename (an atomic exchange where DIR already holds a capture and ``--clobber``
   was given), so a failed, refused or interrupted run never changes DIR.
-* A failed attempt leaves its evidence in ``DIR.failed/``, replaced by the next failure.
+* A failed attempt leaves its evidence in ``DIR.failed/``, replaced by the next failure; a
+  ``DIR.failed`` that is not such evidence (a capture that succeeded, named so by hand or by
+  ``iket run``'s job of that name; anything not iket's) is never replaced.
 * Each staging folder records its owner (pid and start time) and its token, the marker
   every process of the capture carries (see :mod:`.tree`). A staging folder whose owner
   died without cleaning up (``kill -9`` of the CLI and of its watchdog together, a
@@ -20,16 +22,20 @@ import json
 import os
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import OutputDirError
-from ..model.manifest import is_capture
+from ..model import jsonio
+from ..model.manifest import is_capture, is_evidence
 from ..model.vocab import FAILED_SUFFIX, LOG_NAME
 from . import tree
 from .outdir import hidden
 
 STAGING_SUFFIX = ".iket-staging-"
+#: The capture's processes by pid and start time (:class:`~iket_cli.capture.tree.Recorder`).
+PIDS_NAME = "processes.pids"
 TOKEN_BYTES = 4  # 8 hex digits
 OWNER_NAME = "owner.json"
 CAPTURE_NAME = "capture"
@@ -50,6 +56,8 @@ class Staging:
         self.token = token
         self.capture_dir = root / CAPTURE_NAME
         self.log_path = root / LOG_NAME
+        #: Records the capture's processes while its passes run (for :meth:`kill_processes`).
+        self.recorder = tree.Recorder(root / PIDS_NAME)
 
     @classmethod
     def create(cls, output_dir: Path) -> Staging:
@@ -64,7 +72,11 @@ class Staging:
             except FileExistsError:
                 continue
         owner = {"pid": os.getpid(), "started": tree.start_time(os.getpid()), "token": token}
-        (root / OWNER_NAME).write_text(json.dumps(owner))
+        try:
+            (root / OWNER_NAME).write_text(json.dumps(owner))
+        except OSError:  # a full disk: no staging folder is left behind
+            shutil.rmtree(root, ignore_errors=True)
+            raise
         return cls(output_dir, root, token)
 
     def __enter__(self) -> Staging:
@@ -81,16 +93,27 @@ class Staging:
             os.replace(log, self.capture_dir / log.name)
         return self.capture_dir
 
-    def publish(self) -> Path:
-        """Move the capture into DIR atomically, replacing a previous capture there."""
+    def publish(self, hold: Callable[[], None] = lambda: None) -> Path:
+        """Move the capture into DIR atomically, replacing a previous capture there.
+
+        ``hold`` is called just before the move: from then on the capture counts as
+        published (see :class:`~iket_cli.capture.signals.Publishing`).
+        """
         capture = self.finalize()
         dest = self.output_dir
-        if dest.exists() and not dest.is_symlink() and dest.is_dir():
+        if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+            raise OutputDirError(
+                f"{dest} changed during the capture and is no longer a directory; the new capture "
+                "was not published",
+                hint="remove what took its place, or capture again with another --output-dir",
+            )
+        hold()
+        if dest.exists():
             if not (is_capture(dest) or not any(dest.iterdir())):
                 raise OutputDirError(
-                    f"{dest} changed during the capture and is no longer an iket capture; "
-                    f"the new capture was left in {self.root}",
-                    hint="move it by hand",
+                    f"{dest} changed during the capture and is no longer an iket capture; the new "
+                    "capture was not published",
+                    hint="move what is in it away, or capture again with another --output-dir",
                 )
             _exchange(capture, dest)  # capture now holds the previous DIR
         else:
@@ -98,12 +121,14 @@ class Staging:
         self.discard()
         return dest
 
-    def fail(self) -> Path:
-        """Keep this attempt's evidence in ``DIR.failed/``; return where it went."""
+    def fail(self) -> Path | None:
+        """Keep this attempt's evidence in ``DIR.failed/``; return where it went, or None
+        where ``DIR.failed`` holds something that is not a failed attempt's evidence (never
+        replaced: the evidence is then dropped with the staging folder)."""
         capture = self.finalize()
         failed = failed_dir(self.output_dir)
-        if failed.is_symlink() or (failed.exists() and not is_capture(failed)):
-            return self.root  # never delete something that is not ours: leave it in staging
+        if failed.is_symlink() or (failed.exists() and not (is_evidence(failed) or _empty_dir(failed))):
+            return None
         if failed.exists():
             _exchange(capture, failed)
         else:
@@ -113,6 +138,14 @@ class Staging:
 
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def kill_processes(self) -> list[int]:
+        """Stop whatever of the capture still runs (marked, or recorded while it ran)."""
+        return tree.kill_capture(self.token, self.recorder.alive())
+
+
+def _empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
 
 
 def failed_dir(output_dir: Path) -> Path:
@@ -142,7 +175,7 @@ def remove_stale(output_dir: Path) -> list[Stale]:
         if owner is not None and _alive(owner):
             continue  # a live owner without the lock: not ours to touch
         token = root.name[-2 * TOKEN_BYTES :]
-        killed = tree.kill_marked(token)
+        killed = tree.kill_capture(token, tree.recorded(root / PIDS_NAME))
         size = _size(root)
         shutil.rmtree(root, ignore_errors=True)
         found.append(Stale(root, token, size, (owner or {}).get("pid"), killed))
@@ -172,7 +205,7 @@ def _is_token(text: str) -> bool:
 
 def _owner(root: Path) -> dict | None:
     try:
-        owner = json.loads((root / OWNER_NAME).read_text())
+        owner = jsonio.parse((root / OWNER_NAME).read_text())
     except (OSError, ValueError):
         return None
     return owner if isinstance(owner, dict) else None

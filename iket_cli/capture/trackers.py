@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..model import jsonio
 from ..model.artifacts import launch_counts
 from ..model.names import short
 from ..model.vocab import RAW_MANIFEST, RAW_PROCESS_PREFIX, TRACKER_JSON
@@ -204,15 +205,34 @@ def _copy(source: Path, into: Path, *, final: Path) -> None:
     pointing where the copy will finally be (``final``: ``into`` itself, or where it is renamed)."""
     for process in sorted(source.glob(f"{RAW_PROCESS_PREFIX}*")):
         if (process / TRACKER_JSON).is_file():
-            shutil.copytree(process, into / process.name)
+            try:
+                shutil.copytree(process, into / process.name, copy_function=_copy_file)
+            except _CopyFailed as failed:  # the first error, as itself (a full disk: ENOSPC)
+                raise failed.error from None
             _relocate(into / process.name, final / process.name)
+
+
+class _CopyFailed(Exception):
+    """Carries a file copy's OSError out of ``shutil.copytree``, which would otherwise go on
+    and raise one ``shutil.Error`` listing every file's failure in a single message."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _copy_file(source: str, target: str) -> str:
+    try:
+        return shutil.copy2(source, target)
+    except OSError as error:
+        raise _CopyFailed(error) from None
 
 
 def _relocate(process: Path, final: Path) -> None:
     """Point the tracker's absolute cubin paths (``modules[].image``) at the copies: run-iket
     reads the cubins from there to generate the configuration."""
     path = process / TRACKER_JSON
-    data = json.loads(path.read_bytes())
+    data = jsonio.parse(path.read_bytes())
     for module in data.get("modules", []):
         image = module.get("image")
         if isinstance(image, str):

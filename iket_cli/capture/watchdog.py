@@ -10,8 +10,9 @@ its own (a Ctrl-C at the terminal does not reach it), reading a pipe from the CL
   output directory, paths to remove, and the manifest to keep as evidence;
 * at the end it sends ``done``, and the watchdog exits;
 * if the pipe ends without ``done`` (the kernel closes it when the CLI dies), the watchdog
-  kills every process marked with the token (:func:`~iket_cli.capture.tree.kill_marked`:
-  found by their environment, wherever they were re-parented), removes the paths, and,
+  kills every process of the capture (:func:`~iket_cli.capture.tree.kill_capture`: found
+  by their environment's marker wherever they were re-parented, or by the pids the CLI
+  recorded in the staging folder), removes the paths, and,
   holding DIR's lock, keeps the log and the evidence manifest in ``DIR.failed/`` and
   removes the rest of the staging folder, the lock file last.
 
@@ -33,7 +34,7 @@ from ..errors import IketError
 from ..model import manifest as manifest_mod
 from . import spawn, tree
 from .outdir import Lock
-from .staging import OWNER_NAME, Staging
+from .staging import OWNER_NAME, PIDS_NAME, Staging
 
 DONE = "done"
 
@@ -102,7 +103,7 @@ def watch(orders_in: IO[bytes]) -> int:
 
 def clean_up(orders: dict[str, Any]) -> None:
     """Everything the dead CLI would have done on its way out."""
-    tree.kill_marked(orders["token"])
+    tree.kill_capture(orders["token"], tree.recorded(Path(orders["staging"]) / PIDS_NAME))
     for path in orders.get("remove", []):
         shutil.rmtree(path, ignore_errors=True)
     output_dir, root = Path(orders["output_dir"]), Path(orders["staging"])

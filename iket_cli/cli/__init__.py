@@ -6,6 +6,7 @@ message on stderr and an exit code (see :class:`~iket_cli.errors.ExitCode`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -94,19 +95,22 @@ def cli() -> None:
     iket doctor                       can this machine capture? what is missing?
 
     Exit codes: 0 ok, 1 the workload or capture failed, 2 usage or refused output
-    directory, 124 timeout, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+    directory, 124 timeout, 129 hung up (SIGHUP), 130 interrupted (Ctrl-C), 131 SIGQUIT,
+    143 terminated (SIGTERM).
     """
 
 
 def report_error(error: IketError) -> None:
     """Write an error as one line, then its hint and details, on stderr. (Not ``report``: a
     subcommand module imported later, ``cli/report.py``, would take that name in this package.)"""
+    from ..render.text import shown  # a name in a message may hold an escape sequence
+
     err = sys.stderr
     for line in error.details:
-        err.write(f"  | {line}\n")
-    err.write(f"iket: error: {error.message}\n")
+        err.write(f"  | {shown(line)}\n")
+    err.write(f"iket: error: {shown(error.message)}\n")
     if error.hint:
-        err.write(f"iket: hint: {error.hint}\n")
+        err.write(f"iket: hint: {shown(error.hint)}\n")
     err.flush()
 
 
@@ -119,6 +123,10 @@ def _from_click(error: click.ClickException) -> IketError:
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point."""
+    if argv is None:  # the command itself, not a caller's process
+        from ..render import streams
+
+        streams.prepare()
     try:
         result = cli.main(
             args=list(argv) if argv is not None else None, prog_name="iket", standalone_mode=False
@@ -144,7 +152,36 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except (click.exceptions.Abort, KeyboardInterrupt):
         sys.stderr.write("iket: interrupted\n")
         code = ExitCode.INTERRUPTED
-    except Terminated:
-        sys.stderr.write("iket: terminated\n")
-        code = ExitCode.TERMINATED
+    except Terminated as stop:
+        sys.stderr.write(f"iket: stopped by {stop.signum.name}\n")
+        code = 128 + stop.signum
+    if argv is None:
+        unwritten = streams.flush_stdout()
+        if unwritten is not None:
+            report_error(unwritten)
+            code = code or unwritten.exit_code
+        _exit_on_stop_signals(int(code))
     sys.exit(int(code))
+
+
+def _exit_on_stop_signals(code: int) -> None:
+    """The outcome is decided: a stop signal from here on (a Ctrl-C while Python joins its
+    threads and exits) ends the process at once with that outcome's exit code, not with
+    a traceback or as killed by the signal. Python's finalisation puts its own handlers back
+    to the default (death by the signal) after the exit functions ran: from the first of
+    them on, the stop signals are ignored instead."""
+    import atexit
+    import os
+    import signal
+
+    from ..capture.signals import ALL_STOPS
+
+    def leave(signum, frame):
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+    for signum in ALL_STOPS:
+        signal.signal(signum, leave)
+    atexit.register(lambda: [signal.signal(signum, signal.SIG_IGN) for signum in ALL_STOPS])

@@ -44,16 +44,19 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
     from ..render import diff as diff_view
 
     if html_out is not None:
+        from ..model import outputs
         from ..render import report
 
-        report.check_output(html_out)
+        outputs.check_file(html_out, [base, new], what="HTML report")
     changes = diff.compare(base, new, stat=stat, fail_over=fail_over)
     diff_view.render(changes, fmt, sys.stdout, stat)
     if html_out is not None:
         from dataclasses import asdict
 
+        from ..model import atomic
+
         page = report.build_diff(base, new, [asdict(c) for c in changes], stat)
-        report.write_text(html_out, page)
+        atomic.write(html_out, page)
         sys.stderr.write(f"iket: wrote {html_out}\n")
     regressions = [c for c in changes if c.regression]
     if regressions:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import IketError, UsageError
-from ..model.vocab import LOG_LEVELS, MANIFEST_NAME, POSTPROCESS_CHOICES
+from ..model.vocab import LOG_LEVELS, LOG_NAME, MANIFEST_NAME, POSTPROCESS_CHOICES
 
 
 def split_workload(
@@ -218,6 +218,7 @@ def command(ctx: click.Context, **kw: object) -> int:
     from ..capture.tree import become_subreaper
     from ..model.units import parse_size
     from ..pipeline.profile import profile
+    from ..render import streams
     from ..render.progress import ConsoleReporter
 
     kind, words = ctx.meta.get("iket.workload", ("positional", []))
@@ -241,6 +242,13 @@ def command(ctx: click.Context, **kw: object) -> int:
             sys.stdout.write((error.failed_dir / MANIFEST_NAME).read_text())  # CI reads it too
         raise
     reporter.summary(capture)
+    unshown = None if as_json else streams.take_stdout_error()
+    if unshown is not None:
+        reporter.warn(
+            f"the workload's output could not be shown ({unshown}); it is all in "
+            f"{capture.output_dir / LOG_NAME}",
+            "nothing to do: the capture is complete",
+        )
     if as_json:
         sys.stdout.write(json.dumps(capture.manifest, indent=2) + "\n")
     return 0

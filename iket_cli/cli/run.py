@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import CaptureError
+from ..model import atomic, outputs
 from ..model.vocab import EXECUTORS, POSTPROCESS_CHOICES
 
 
@@ -117,7 +118,8 @@ def command(
     cfg = config_mod.load(config_path)
     jobs = cfg.select(list(names))
     overrides = {"postprocess": postprocess, "timeout": timeout, "keep": keep}
-    root = output or cfg.output
+    root = outputs.check_folder(output or cfg.output, what="output root")
+    _check_ci_files(junit, summary, [cfg.path, *([baseline] if baseline else [])])
     if job_result is not None:  # inside a Slurm allocation: one job, its result for the submitter
         return _one_job(cfg, jobs, root, overrides, job_result, quiet)
     if baseline is not None:
@@ -148,11 +150,12 @@ def command(
         kept=kept,
     )
     records = [asdict(r) for r in results]
+    _check_ci_files(junit, summary, [cfg.path])  # again: a job may have made a capture there
     if junit:
-        junit.write_text(ci.junit(records))
+        atomic.write(junit, ci.junit(records))
     text = ci.summary_markdown(records, root)
     if summary:
-        summary.write_text(text)
+        atomic.write(summary, text)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
             handle.write(text)
@@ -176,6 +179,13 @@ def command(
             phase="run",
         )
     return 0
+
+
+def _check_ci_files(junit: Path | None, summary: Path | None, reads: list[Path]) -> None:
+    """The CI files may not overwrite what the run reads or a capture's own files."""
+    for path, what in ((junit, "JUnit file"), (summary, "summary")):
+        if path is not None:
+            outputs.check_file(path, reads, what=what)
 
 
 def _one_job(cfg, jobs, root: Path, overrides: dict, result_path: Path, quiet: bool) -> int:

@@ -15,7 +15,12 @@ from ..model.vocab import SQL_FORMATS, TABLE_NAMES
 @click.argument("words", nargs=-1, required=True, metavar="[NAME=]CAPTURE... QUERY")
 @click.option("--format", "fmt", type=click.Choice(SQL_FORMATS), default="table", show_default=True)
 @click.option("--schema", is_flag=True, help="List the tables and their columns instead of running a query.")
-def command(words: tuple[str, ...], fmt: str, schema: bool) -> int:
+@click.option(
+    "--allow-files",
+    is_flag=True,
+    help="Let the query read and write files and load extensions (default: the tables only).",
+)
+def command(words: tuple[str, ...], fmt: str, schema: bool, allow_files: bool) -> int:
     """Run QUERY over CAPTURE's tables: iket sql CAPTURE... "SELECT ...".
 
     \b
@@ -36,7 +41,7 @@ def command(words: tuple[str, ...], fmt: str, schema: bool) -> int:
     if schema:
         sys.stdout.write(sql.schema(tables) + "\n")
         return 0
-    results.render(sql.run(sql.connect(tables), query), fmt, sys.stdout)
+    results.render(sql.run(sql.connect(tables, allow_files=allow_files), query), fmt, sys.stdout)
     return 0
 
 

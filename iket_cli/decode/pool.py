@@ -1,11 +1,12 @@
 """Decoding many tasks at once: worker processes bounded by the CPUs and the free memory.
 
 run-iket decodes one process after another, one format after another, on one core. Here
-the tasks run in parallel, each small one in this process and each large one in a worker
-process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt capture fails
-that task alone. The JSON export of a process with several launches, or with a big one, is
-split: each launch, or each chunk of a big launch's CTAs (:mod:`.ctasplit`), is exported by
-one of a few long-lived workers, side by side with every other task; a launch's chunks are
+the tasks run in parallel, each small one in a fork of this process and each large one in a
+worker process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt capture
+fails that task alone, never the CLI. The JSON export of a process with several launches,
+or with a big one, is split: each launch, or each chunk of a big launch's CTAs
+(:mod:`.ctasplit`), is exported by one of a few long-lived workers, side by side with every
+other task; a launch's chunks are
 stitched (:mod:`.ctastitch`: read and planned here, its bytes written by the same workers,
 :mod:`.ctapieces`) and each launch merged (:mod:`.splitjson`) in launch order as soon as it
 and those before it are done. ``jobs`` bounds the decodes running at once, chunks, stitch
@@ -25,7 +26,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..capture.runner import Cancelled, sigterm_as_exception, wait_all
+from ..capture import signals
+from ..capture.runner import Cancelled, wait_all
 from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model import artifacts, memo
 from . import ctasplit, ctastitch, export, partcols, splitjson
@@ -33,7 +35,8 @@ from .schedule import Batch, Pieces, Slots, Writers
 from .tasks import Outcome, Task, columns_name, indices_name, missing_input, part_leftovers
 from .workers import Workers
 
-#: Below this many raw bytes a capture is decoded in-process: spawning costs more than it saves.
+#: Up to this many raw bytes a capture is decoded in a fork of the CLI (the decoder already
+#: imported there), above in a worker of its own: a fresh interpreter costs more than it saves.
 INLINE_BYTES = 4 << 20
 
 
@@ -133,7 +136,7 @@ class Decoding:
             outcome = Outcome(task, 0.0, error=missing)
         elif task.raw_bytes <= INLINE_BYTES and export.available():
             with self.slots():
-                outcome = export.decode(task)
+                outcome = self.workers.forked(task)
         elif _split(task) and (launches := splitjson.part_manifests(task.raw, ctasplit.CHUNK_RAW_BYTES)):
             outcome = self._by_launches(task, launches)
         else:
@@ -287,7 +290,7 @@ class Decoding:
         return [future.result() for future in self.futures]
 
     def __enter__(self) -> Decoding:
-        self._signals = sigterm_as_exception()
+        self._signals = signals.as_exception()
         self._signals.__enter__()
         return self
 

@@ -19,11 +19,11 @@ parse exactly — every warp's events ending at its byte count, every id a known
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..model import jsonio
 from ..model.vocab import PAYLOAD_WIDE
 
 #: The native-dump method, the only one read here.
@@ -51,7 +51,7 @@ def read(raw_manifest: Path) -> RawEvents | None:
     """Count the raw events of one process's capture (``iket/pid_<hex>/iket.data.json``);
     ``None`` when it is missing, unreadable or not in the layout described above."""
     try:
-        manifest = json.loads(raw_manifest.read_text())
+        manifest = jsonio.parse(raw_manifest.read_text())
         found = RawEvents()
         blobs: dict[str, bytes] = {}
         for launch in manifest["launches"]:

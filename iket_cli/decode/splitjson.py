@@ -29,6 +29,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model import jsonio
 from . import ctasplit, jsonindex
 from .jsonlayout import bounds, file_bounds, mapped, tables_text
 from .tasks import indices_name, part_name, spool_name
@@ -56,7 +57,7 @@ class LaunchPart:
 def planned_parts(raw: Path, chunk_bytes: int | None = None) -> list[int]:
     """The chunks of each launch :func:`part_manifests` would write; [] if not split."""
     try:
-        data = json.loads(raw.read_bytes())
+        data = jsonio.parse(raw.read_bytes())
         return _chunk_counts(data, chunk_bytes) if isinstance(data, dict) else []
     except (OSError, ValueError, TypeError, AttributeError):
         return []
@@ -82,7 +83,7 @@ def part_manifests(raw: Path, chunk_bytes: int | None = None) -> list[LaunchPart
     The parts sit in the same folder, so their data references (relative file names; the
     decoder aborts on absolute ones) still point at the original ``iket.data.bin``.
     """
-    data = json.loads(raw.read_bytes())
+    data = jsonio.parse(raw.read_bytes())
     counts = _chunk_counts(data, chunk_bytes)
     if not counts:
         return None

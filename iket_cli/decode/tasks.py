@@ -8,12 +8,12 @@ C++ decoder aborts its whole process on a truncated ``iket.data.bin``.
 from __future__ import annotations
 
 import errno
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..model import jsonio
 from ..model.vocab import (
     FORMATS,
     JSON_PER_RAW_BYTE,
@@ -21,8 +21,8 @@ from ..model.vocab import (
     RAW_DATA,
     RAW_DIR,
     RAW_MANIFEST,
-    RAW_PROCESS_PREFIX,
     artifact_name,
+    raw_pid,
 )
 
 #: The errors of a full disk or quota (a worker exits with this status to say so).
@@ -196,8 +196,9 @@ def find_raw(capture_dir: Path) -> list[tuple[str, Path]]:
         return []
     found = []
     for entry in sorted(os.listdir(root)):
-        if entry.startswith(RAW_PROCESS_PREFIX + "0x") and (root / entry).is_dir():
-            found.append((entry.removeprefix(RAW_PROCESS_PREFIX).lower(), root / entry / RAW_MANIFEST))
+        pid_hex = raw_pid(entry)
+        if pid_hex is not None and (root / entry).is_dir():
+            found.append((pid_hex, root / entry / RAW_MANIFEST))
     return found
 
 
@@ -229,7 +230,7 @@ def missing_input(task: Task) -> str | None:
         if not path.is_file():
             return f"{path} is missing"
     try:
-        launches = json.loads(task.raw.read_bytes())["launches"]
+        launches = jsonio.parse(task.raw.read_bytes())["launches"]
         refs = [(launch.get("canDecode"), launch.get("dataRef") or {}) for launch in launches]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         return f"{task.raw} is not a raw capture manifest ({error.__class__.__name__})"

@@ -1,8 +1,13 @@
 """The worker processes of one decode: one per task, or long-lived ones that take chunk after
-chunk, so that an interrupt stops exactly them.
+chunk, so that an interrupt stops exactly them. No decode runs in the CLI's own process:
+NVIDIA's decoder aborts its process on some corrupt captures (SIGABRT), which must end that
+decode with a message, not the CLI.
 
 A worker is ``python -m iket_cli.decode.worker``, in a session of its own (a Ctrl-C at the
-terminal reaches the CLI, which stops the workers) and dying with the CLI. A launch split by
+terminal reaches the CLI, which stops the workers) and dying with the CLI. A small task is
+decoded in a fork of the CLI instead (:meth:`Workers.forked`): the decoder is already
+imported there, so the fork costs milliseconds where a fresh interpreter costs a quarter of
+a second. A launch split by
 CTAs (:mod:`.ctasplit`) is decoded by workers that stay: a fresh process's first export
 faults in its memory page by page, and on a VM two 1.4 GB exports side by side spent more
 time in those faults than in decoding (keep256, 2-core machine: 8 s against 4.5 s for the
@@ -15,13 +20,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import warnings
 
 from ..capture import spawn
+from ..capture.tree import die_with_parent
+from .export import decode
 from .tasks import DISK_FULL, Outcome, Task
 
 #: glibc's allocator in a long-lived worker: large blocks from the heap, not fresh mappings,
@@ -36,6 +45,7 @@ class Workers:
         self.cancelled = False
         self._lock = threading.Lock()
         self._running: set[subprocess.Popen] = set()
+        self._forks: set[int] = set()
 
     def cancel(self) -> None:
         """Kill every running worker; what they were doing is reported as cancelled."""
@@ -43,6 +53,40 @@ class Workers:
             self.cancelled = True
             for proc in self._running:
                 proc.kill()
+            for pid in self._forks:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def forked(self, task: Task) -> Outcome:
+        """One task in a fork of this process, which already holds the decoder; a decoder that
+        aborts ends the fork alone ("the decoder crashed (signal 6)"), never the CLI."""
+        start = time.monotonic()
+        reader, writer = os.pipe()
+        with self._lock:
+            if self.cancelled:
+                os.close(reader)
+                os.close(writer)
+                return Outcome(task, 0.0, cancelled=True)
+            with warnings.catch_warnings():  # Python 3.12 warns of fork() beside threads: the
+                warnings.simplefilter("ignore", DeprecationWarning)  # child runs no other thread
+                pid = os.fork()
+            if pid == 0:
+                _decode_in_fork(task, reader, writer)  # never returns
+            self._forks.add(pid)
+        os.close(writer)
+        with os.fdopen(reader, "rb") as answers:
+            answer = answers.read()
+        _, status = os.waitpid(pid, 0)
+        with self._lock:
+            self._forks.discard(pid)
+        seconds = time.monotonic() - start
+        if self.cancelled:
+            return Outcome(task, seconds, cancelled=True)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 or not answer:
+            return _failed(task, seconds, code, "")
+        told = json.loads(answer)
+        return Outcome(task, seconds, error=told["error"], written=told["written"], errno=told["errno"])
 
     def _start(self, argv: list[str], **options) -> subprocess.Popen | None:
         with self._lock:
@@ -156,10 +200,32 @@ class Server:
         self.workers._ended(proc)
 
 
+def _decode_in_fork(task: Task, reader: int, writer: int) -> None:
+    """The fork's whole life: the decode, its outcome as one JSON document on ``writer``,
+    then ``os._exit`` (no exit handlers, no buffers of the CLI's flushed twice)."""
+    code = 70  # EX_SOFTWARE: the fork failed before it could answer
+    try:
+        os.close(reader)
+        os.setsid()  # a Ctrl-C at the terminal reaches the CLI, which stops the fork
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(signum, signal.SIG_DFL)
+        die_with_parent(os.getppid())
+        outcome = decode(task)
+        answer = {"error": outcome.error, "written": outcome.written, "errno": outcome.errno}
+        os.write(writer, json.dumps(answer).encode())
+        code = 0
+    finally:
+        os._exit(code)
+
+
 def _failed(task: Task, seconds: float, returncode: int | None, stderr: str) -> Outcome:
     """How ``task`` ended in a worker that exited with ``returncode`` (its last error line)."""
     last = (stderr.strip().splitlines() or [f"exit status {returncode}"])[-1]
     if returncode is not None and returncode < 0:
-        last = f"the decoder crashed (signal {-returncode})"
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else "?"
+        last = (
+            f"NVIDIA's decoder crashed (signal {-returncode}, {name}) reading it: the raw capture is "
+            "corrupt or of a version it does not know; it is kept as it is"
+        )
     code = returncode if returncode in DISK_FULL else None
     return Outcome(task, seconds, error=f"{task.raw}: {last}", errno=code)

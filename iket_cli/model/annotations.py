@@ -12,12 +12,12 @@ Both are read and checked here; a file that is not what it says is a one-line er
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ManifestError
+from . import jsonio
 from .vocab import DAG_SUFFIX, ROLES_NAME
 
 
@@ -103,7 +103,7 @@ def dags_for(location: Path) -> list[Dag]:
 
 def _json(path: Path, what: str) -> Any:
     try:
-        return json.loads(Path(path).read_text())
+        return jsonio.parse(Path(path).read_text())
     except FileNotFoundError:
         raise ManifestError(f"{path} does not exist", hint=f"give {what}") from None
     except (OSError, ValueError, UnicodeDecodeError) as error:

@@ -7,19 +7,27 @@ in the compact trace JSON (no parse).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import memo
+from . import jsonio, memo
 from .names import Namer
-from .vocab import ARTIFACT_STEM, ARTIFACTS, RAW_DIR, RAW_MANIFEST, RAW_PROCESS_PREFIX, raw_manifest
+from .vocab import (
+    ARTIFACT_STEM,
+    ARTIFACTS,
+    RAW_DIR,
+    RAW_MANIFEST,
+    RAW_PROCESS_PREFIX,
+    raw_manifest,
+    raw_pid,
+)
 
 _SUFFIXES = sorted(ARTIFACTS.values(), key=len, reverse=True)  # .pftrace.gz before .pftrace
-_ARTIFACT_RE = re.compile(rf"^{ARTIFACT_STEM}(0x[0-9a-fA-F]+)({'|'.join(re.escape(s) for s in _SUFFIXES)})$")
+_SUFFIX_RE = "|".join(re.escape(s) for s in _SUFFIXES)
+_ARTIFACT_RE = re.compile(rf"^{ARTIFACT_STEM}(0x[0-9a-fA-F]{{1,8}})({_SUFFIX_RE})$")
 _KIND_OF = {suffix: kind for kind, suffix in ARTIFACTS.items()}
 _CHUNK = 1 << 22
 
@@ -36,13 +44,18 @@ def scan_processes(capture_dir: Path) -> list[dict[str, Any]]:
     raw_root = capture_dir / RAW_DIR
     if raw_root.is_dir():
         for entry in sorted(os.listdir(raw_root)):
-            if entry.startswith(RAW_PROCESS_PREFIX + "0x") and (raw_root / entry / RAW_MANIFEST).is_file():
-                pid_hex = entry.removeprefix(RAW_PROCESS_PREFIX)
+            pid_hex = raw_pid(entry)
+            if pid_hex is not None and (raw_root / entry / RAW_MANIFEST).is_file():
                 _process(found, pid_hex)["raw"] = raw_manifest(pid_hex)
     processes = sorted(found.values(), key=lambda p: p["pid"])
     for process in processes:
         _count(capture_dir, process)
     return processes
+
+
+def is_artifact(name: str) -> bool:
+    """Whether a file name is an artifact's (``iket_pid_0x2b5.trace.json``, ...)."""
+    return _ARTIFACT_RE.match(name) is not None
 
 
 def rescan(capture_dir: Path, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -100,7 +113,7 @@ def raw_launches(path: Path) -> list[dict[str, Any]]:
 
 def _read_launches(path: Path) -> list[dict[str, Any]] | None:
     try:
-        data = json.loads(path.read_bytes())
+        data = jsonio.parse(path.read_bytes())
     except (OSError, ValueError):
         return None
     launches = data.get("launches", []) if isinstance(data, dict) else []
@@ -194,7 +207,7 @@ def phases_from_stats(stats_path: Path) -> dict[str, float | None]:
         "postprocess": "postprocess",
     }
     try:
-        phases = json.loads(stats_path.read_text()).get("phases", {})
+        phases = jsonio.parse(stats_path.read_text()).get("phases", {})
     except (OSError, ValueError, AttributeError):
         phases = {}
     result: dict[str, float | None] = {}

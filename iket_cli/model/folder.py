@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ManifestError, MultiProcessError, UsageError
-from . import labels
+from . import jsonio, labels
 from . import manifest as manifest_mod
 from .vocab import (
     GEN_CONFIG_DIR,
@@ -214,10 +214,9 @@ def mode_of(record: dict[str, Any]) -> str:
 
 def configured_mode(folder: Path) -> str | None:
     """A kept run-iket folder's mode: its generated config instruments nothing in warp-trace."""
-    import json
 
     try:
-        config = json.loads((folder / GEN_CONFIG_DIR / INSTRUMENT_CONFIG).read_text())
+        config = jsonio.parse((folder / GEN_CONFIG_DIR / INSTRUMENT_CONFIG).read_text())
     except (OSError, ValueError):
         return None
     modules = config.get("modules") if isinstance(config, dict) else None

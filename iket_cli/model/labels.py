@@ -9,9 +9,10 @@ process's ``payload_sites``, which :mod:`iket_cli.analysis.lint` checks.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from . import jsonio
 
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _LOCAL_RANK_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
@@ -25,7 +26,7 @@ def _records(procs_file: Path) -> list[dict[str, Any]]:
     found = []
     for line in lines:
         try:
-            record = json.loads(line)
+            record = jsonio.parse(line)
         except ValueError:
             continue
         if isinstance(record, dict):

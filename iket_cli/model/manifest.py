@@ -9,29 +9,57 @@ place, :mod:`iket_cli.model.record`; the per-process entries in
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import ManifestError
-from .vocab import ARTIFACTS, FORMATS, MANIFEST_NAME, MODES, STATUSES
+from . import atomic, jsonio
+from .vocab import ARTIFACTS, EVIDENCE_STATUSES, FORMATS, MANIFEST_NAME, MODES, STATUSES
 
 SCHEMA_VERSION = 1
-#: The key that marks a manifest as iket's own (see :func:`is_capture`).
-MANIFEST_MARK = "schema_version"
+#: The largest process id a manifest may name (Linux's pid_max limit is 2**22).
+MAX_PID = 2**31 - 1
+
+
+def status_of(path: Path) -> str | None:
+    """The status of the iket capture in directory ``path``; None where it holds none.
+
+    A capture is recognised by its manifest's whole shape (:func:`validate`), not by a key
+    that any other program's ``manifest.json`` may have too: ``--clobber`` replaces only
+    what this returns a status for.
+    """
+    manifest = path / MANIFEST_NAME
+    if path.is_symlink() or manifest.is_symlink() or not manifest.is_file():
+        return None
+    try:
+        data = jsonio.read(manifest)
+    except (OSError, ValueError):
+        return None
+    return data["status"] if not validate(data) else None
 
 
 def is_capture(path: Path) -> bool:
-    """Whether ``path`` is a directory holding an iket manifest (read cheaply: its head)."""
-    manifest = path / MANIFEST_NAME
-    if path.is_symlink() or not manifest.is_file():
-        return False
-    try:
-        with open(manifest, "rb") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return False
-    return f'"{MANIFEST_MARK}"'.encode() in head
+    """Whether ``path`` is a directory holding an iket capture (see :func:`status_of`)."""
+    return status_of(path) is not None
+
+
+def is_evidence(path: Path) -> bool:
+    """Whether ``path`` holds a failed attempt's evidence (a ``DIR.failed/`` iket wrote), which
+    the next failed attempt may replace; a capture that succeeded is never replaced so."""
+    return status_of(path) in EVIDENCE_STATUSES
+
+
+def inside(capture_dir: Path, relative: str) -> Path:
+    """``capture_dir / relative``, a file a manifest names, refused where it leads outside the
+    capture (through a symlink: :func:`validate` refuses ``..`` and absolute paths)."""
+    path = capture_dir / relative
+    root = capture_dir.resolve()
+    if root not in path.resolve().parents:
+        raise ManifestError(
+            f"{path} leads outside the capture {capture_dir} (a symlink to {path.resolve()})",
+            hint="a capture's artifacts are files inside it: replace the link by the file",
+        )
+    return path
 
 
 def instrumented(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -52,11 +80,7 @@ def write(capture_dir: Path, manifest: dict[str, Any]) -> Path:
     errors = validate(manifest)
     if errors:
         raise ManifestError(f"refusing to write an invalid manifest: {errors[0]}")
-    path = capture_dir / MANIFEST_NAME
-    tmp = path.with_name(f".{MANIFEST_NAME}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-    return path
+    return atomic.write(capture_dir / MANIFEST_NAME, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
 
 
 def read(location: Path) -> dict[str, Any]:
@@ -64,7 +88,7 @@ def read(location: Path) -> dict[str, Any]:
     location = Path(location)
     path = location / MANIFEST_NAME if location.is_dir() else location
     try:
-        data = json.loads(path.read_text())
+        data = jsonio.read(path)
     except FileNotFoundError:
         raise ManifestError(
             f"{location} is not an iket capture (no {MANIFEST_NAME})",
@@ -110,15 +134,43 @@ _PROCESS = {
     "markers": (int, type(None)),
 }
 _VERSIONS = {"iket_cli": (str,), "run_iket": (str, type(None)), "python": (str,), "gpus": (list,)}
+_OBJECT_OR_NULL = (dict, type(None))
+#: Keys a manifest may have or not (older manifests lack them); their types when present.
+_OPTIONAL_TOP = {
+    "mode": (str,),
+    "command": (list, type(None)),
+    "lint": (list,),
+    "drift": (list,),
+    "trace_budget": (dict,),
+    "overhead": _OBJECT_OR_NULL,
+    "warm": _OBJECT_OR_NULL,
+    "dsl_cache": _OBJECT_OR_NULL,
+    "annotations": _OBJECT_OR_NULL,
+    "repeats": (list, type(None)),
+    "tracker": (dict,),
+}
+_OPTIONAL_PROCESS = {
+    "repeat": (int,),
+    "labels": (dict,),
+    "flows": (int, type(None)),
+    "uninstrumented": (list,),
+    "payload_sites": (list,),
+}
+_REPEAT = {"index": (int,), "dir": (str,), "status": (str,), "processes": (list,)}
 
 
 def validate(data: Any) -> list[str]:
-    """Every way ``data`` departs from schema version 1 (empty when it conforms)."""
+    """Every way ``data`` departs from schema version 1 (empty when it conforms).
+
+    Paths inside (artifacts, the raw capture, the log, the repeats' folders) must stay inside
+    the capture: relative, without ``..``, so no reader is led outside it.
+    """
     if not isinstance(data, dict):
         return ["the manifest is not a JSON object"]
     errors = _check_table(data, _TOP, "")
     if errors:
         return errors
+    errors += _check_table(data, _OPTIONAL_TOP, "", optional=True)
     if data["schema_version"] != SCHEMA_VERSION:
         errors.append(f"schema_version {data['schema_version']} is not {SCHEMA_VERSION}")
     if data["status"] not in STATUSES:
@@ -126,29 +178,65 @@ def validate(data: Any) -> list[str]:
     if data.get("mode", MODES[0]) not in MODES:  # absent from older manifests
         errors.append(f"mode {data['mode']!r} is not one of {', '.join(MODES)}")
     errors += _check_table(data["versions"], _VERSIONS, "versions.")
+    errors += _inside(data["log"], "log")
     for fmt in data["postprocess"]:
         if fmt not in FORMATS:
             errors.append(f"postprocess format {fmt!r} is not one of {', '.join(FORMATS)}")
     for i, process in enumerate(data["processes"]):
-        if not isinstance(process, dict):
-            errors.append(f"processes[{i}] is not an object")
-            continue
-        errors += _check_table(process, _PROCESS, f"processes[{i}].")
-        for kind, artifact in process.get("artifacts", {}).items():
-            if kind not in ARTIFACTS:
-                errors.append(f"processes[{i}].artifacts.{kind} is not a known artifact")
-            elif not (isinstance(artifact, dict) and isinstance(artifact.get("path"), str)):
-                errors.append(f"processes[{i}].artifacts.{kind} has no path")
-            elif Path(artifact["path"]).is_absolute():
-                errors.append(f"processes[{i}].artifacts.{kind}.path is not relative")
+        errors += _process(process, f"processes[{i}].")
+    for i, repeat in enumerate(data.get("repeats") or []):
+        errors += _repeat(repeat, f"repeats[{i}].")
     return errors
 
 
-def _check_table(data: dict, table: dict[str, tuple], prefix: str) -> list[str]:
+def _process(process: Any, prefix: str) -> list[str]:
+    if not isinstance(process, dict):
+        return [f"{prefix[:-1]} is not an object"]
+    errors = _check_table(process, _PROCESS, prefix) + _check_table(
+        process, _OPTIONAL_PROCESS, prefix, optional=True
+    )
+    if errors:
+        return errors
+    if not 0 <= process["pid"] <= MAX_PID:
+        errors.append(f"{prefix}pid {process['pid']} is not a process id")
+    errors += _inside(process["raw"], f"{prefix}raw")
+    for kind, artifact in process["artifacts"].items():
+        if kind not in ARTIFACTS:
+            errors.append(f"{prefix}artifacts.{kind} is not a known artifact")
+        elif not (isinstance(artifact, dict) and isinstance(artifact.get("path"), str)):
+            errors.append(f"{prefix}artifacts.{kind} has no path")
+        else:
+            errors += _inside(artifact["path"], f"{prefix}artifacts.{kind}.path")
+    for j, kernel in enumerate(process["kernels"]):
+        if not (isinstance(kernel, dict) and isinstance(kernel.get("name"), str)):
+            errors.append(f"{prefix}kernels[{j}] has no name")
+    return errors
+
+
+def _repeat(repeat: Any, prefix: str) -> list[str]:
+    if not isinstance(repeat, dict):
+        return [f"{prefix[:-1]} is not an object"]
+    errors = _check_table(repeat, _REPEAT, prefix)
+    return errors or _inside(repeat["dir"], f"{prefix}dir")
+
+
+def _inside(path: str | None, where: str) -> list[str]:
+    """A path the manifest names must stay inside the capture: relative, without ``..``."""
+    if path is None:
+        return []
+    if PurePosixPath(path).is_absolute():
+        return [f"{where} is not relative"]
+    if ".." in PurePosixPath(path).parts or "\0" in path:
+        return [f"{where} leads outside the capture ({path!r})"]
+    return []
+
+
+def _check_table(data: dict, table: dict[str, tuple], prefix: str, *, optional: bool = False) -> list[str]:
     errors = []
     for key, types in table.items():
         if key not in data:
-            errors.append(f"{prefix}{key} is missing")
+            if not optional:
+                errors.append(f"{prefix}{key} is missing")
         elif not isinstance(data[key], types) or (isinstance(data[key], bool) and bool not in types):
             names = "/".join("null" if t is type(None) else t.__name__ for t in types)
             errors.append(f"{prefix}{key} should be {names}")

@@ -121,10 +121,13 @@ def merge(sources: list[tuple[bytes, str, int]]) -> bytes:
             PACKET_SEQUENCE_ID: lambda v, index=index: v + index * SEQUENCE_BLOCK,
             PACKET_TIMESTAMP: lambda v, offset=offset: v + offset,
         }
-        for number, wire, packet in fields(data):
-            if number != TRACE_PACKET or wire != 2:
-                raise ValueError("not a Perfetto trace: top-level field other than TracePacket")
-            out += encode([(TRACE_PACKET, 2, _rewrite(packet, packet_changes))])
+        try:
+            for number, wire, packet in fields(data):
+                if number != TRACE_PACKET or wire != 2:
+                    raise ValueError("not a Perfetto trace: top-level field other than TracePacket")
+                out += encode([(TRACE_PACKET, 2, _rewrite(packet, packet_changes))])
+        except (ValueError, IndexError, TypeError) as error:  # damaged protobuf, any of its ways
+            raise ValueError(f"{label}: {error}") from None
     return bytes(out)
 
 

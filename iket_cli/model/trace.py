@@ -11,7 +11,6 @@ in any other layout (pretty-printed, reordered, floating-point values) falls bac
 
 from __future__ import annotations
 
-import json
 import mmap
 import re
 from array import array
@@ -19,7 +18,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import ManifestError
-from . import memo, payloads
+from . import jsonio, memo, payloads
+from .tracecheck import checked
 from .vocab import PUSH_POP
 
 _LAUNCH = re.compile(
@@ -28,6 +28,8 @@ _LAUNCH = re.compile(
     rb'"gridId":(\d+),"kernelName":("(?:[^"\\]|\\.)*")'
 )
 _TABLES = b'],"locationTable":'
+#: How the decoder's own layout begins (keys sorted, no spaces).
+_HEAD = b'{"graphLaunches":{'
 SCHEMA_VERSION = 1
 
 
@@ -111,97 +113,32 @@ def load(path: Path, kinds: tuple[str, ...] = KINDS) -> Trace:
         raise ManifestError(f"trace {path} does not exist", hint="give a capture or a *.trace.json")
     if path.stat().st_size == 0:
         raise ManifestError(f"trace {path} is empty", hint="decode it again: iket postprocess DIR")
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        if data[:18] == b'{"graphLaunches":{' and data.rfind(_TABLES) > 0:
-            try:
-                return _checked(_scan(path, data, kinds))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                pass  # another layout or a damaged tail: the general path reads it or names the problem
-    return _checked(_from_json(path))
-
-
-def _checked(trace: Trace) -> Trace:
-    """Refuse, in one line, what the readers accept but every user of the model would trip on:
-    tables of the wrong shape, and ranges or warps that end before they start."""
-    where = f"trace {trace.path}"
-    hint = "give a *.trace.json that run-iket or iket wrote, or decode it again: iket postprocess DIR"
-    if not isinstance(trace.strings, list) or not all(isinstance(text, str) for text in trace.strings):
-        raise ManifestError(f"{where}: its stringTable is not a list of strings", hint=hint)
-    if not isinstance(trace.locations, list):
-        raise ManifestError(f"{where}: its locationTable is not a list", hint=hint)
-    for number, location in enumerate(trace.locations):
-        if not _is_location(location):
-            raise ManifestError(f"{where}: locationTable[{number}] is not a warp location", hint=hint)
-    for number, launch in enumerate(trace.launches):
-        if not isinstance(launch.kernel, str) or not _dims(launch.grid) or not _dims(launch.block):
-            raise ManifestError(f"{where}: launch {number} has no kernel name, grid or block", hint=hint)
-        for kind in ("ranges", "markers", "warps"):
-            if not _aligned(getattr(launch, kind)):
-                raise ManifestError(f"{where}: launch {number} has {kind} of uneven columns", hint=hint)
-        for kind in ("ranges", "warps"):
-            backwards = _ends_before_start(getattr(launch, kind))
-            if backwards is not None:
-                raise ManifestError(
-                    f"{where}: in launch {number} ({launch.kernel}) one of the {kind} ends before it "
-                    f"starts (record {backwards})",
-                    hint=hint,
-                )
-    return trace
-
-
-def _aligned(columns: Columns) -> bool:
-    """Every optional column is either empty or one value per record."""
-    size = len(columns)
-    return all(
-        len(getattr(columns, c.name)) in (0, size) for c in fields(Columns) if c.name != "end"
-    ) and len(columns.end) in (0, size)
-
-
-def _is_location(value: object) -> bool:
-    if not isinstance(value, dict):
-        return False
-    cta = value.get("ctaId")
-    ints = (value.get("smId"), value.get("warpId"))
-    return (
-        isinstance(cta, list)
-        and len(cta) == 3
-        and all(isinstance(v, int) for v in cta)
-        and all(isinstance(v, int) for v in ints)
-    )
-
-
-def _dims(value: object) -> bool:
-    return isinstance(value, tuple) and len(value) == 3 and all(isinstance(v, int) and v >= 0 for v in value)
-
-
-def _ends_before_start(columns: Columns) -> int | None:
-    """The first record whose end is before its start, or None (numpy, in one pass)."""
-    if not len(columns):
-        return None
-    import numpy as np
-
-    start = np.frombuffer(columns.start, dtype=np.int64) if columns.start.itemsize == 8 else None
-    end = np.frombuffer(columns.end, dtype=np.int64) if columns.end.itemsize == 8 else None
-    if start is None or end is None or len(start) != len(end):
-        return 0
-    bad = np.flatnonzero(end < start)
-    return int(bad[0]) if len(bad) else None
+    with open(path, "rb") as handle:
+        decoders = handle.read(len(_HEAD)) == _HEAD  # only the decoder's layout is mapped and scanned
+    if decoders:
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if data.rfind(_TABLES) > 0:
+                try:
+                    return checked(_scan(path, data, kinds))
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    pass  # another layout or a damaged tail: the general path reads it or names the problem
+    return checked(_from_json(path))
 
 
 def _scan(path: Path, data, kinds: tuple[str, ...] = KINDS) -> Trace:
     tables_at = data.rfind(_TABLES)
-    tail = json.loads(b"{" + data[tables_at + 2 :])
+    tail = jsonio.parse(b"{" + data[tables_at + 2 :])
     _check_version(path, tail.get("meta"))
     heads = _launch_heads(data, tables_at)
     launches = []
     for number, head in enumerate(heads):
         end = heads[number + 1].start() if number + 1 < len(heads) else tables_at
         launch = Launch(
-            kernel=json.loads(head[9]),
+            kernel=jsonio.parse(head[9]),
             block=(int(head[1]), int(head[2]), int(head[3])),
             grid=(int(head[5]), int(head[6]), int(head[7])),
             grid_id=int(head[8]),
-            cluster=_cluster(json.loads(head[4])),
+            cluster=_cluster(jsonio.parse(head[4])),
         )
         _fill(launch, data, head.end(), end, kinds)
         launches.append(launch)
@@ -246,6 +183,9 @@ def _fill(launch: Launch, data, start: int, end: int, kinds: tuple[str, ...] = K
             setattr(getattr(launch, kind), name, values)
 
 
+#: What a JSON document is, by its first byte (a trace is an object).
+_STARTS = {b"[": "array", b'"': "string", b"n": "null", b"t": "boolean", b"f": "boolean"}
+_STARTS.update({digit.encode(): "number" for digit in "-0123456789"})
 _JSON_NAMES = {
     list: "array",
     str: "string",
@@ -256,10 +196,34 @@ _JSON_NAMES = {
 }
 
 
+#: The largest trace read by the general path (any JSON layout): the decoder's own layout,
+#: whatever its size, goes through the scanner; only a trace rewritten by another tool
+#: comes here, and ``json.load`` takes about 12 times the file's size in memory.
+MAX_GENERAL_BYTES = 256 << 20
+
+
 def _from_json(path: Path) -> Trace:
     """The slow, general path: any JSON layout of the same schema."""
+    hint = "give a *.trace.json that run-iket or iket wrote, or decode it again: iket postprocess DIR"
+    with open(path, "rb") as handle:
+        head = handle.read(4096).lstrip()
+    if not head.startswith(b"{"):
+        kind = _STARTS.get(head[:1], "")
+        what = (
+            f"the document is a JSON {kind}, not an object"
+            if kind
+            else "it does not start with a JSON object"
+        )
+        raise ManifestError(f"trace {path} is not an IKET trace ({what})", hint=hint)
+    size = path.stat().st_size
+    if size > MAX_GENERAL_BYTES:
+        raise ManifestError(
+            f"trace {path} ({size >> 20} MB) is not in the layout run-iket writes; iket reads other "
+            f"layouts up to {MAX_GENERAL_BYTES >> 20} MB",
+            hint=hint,
+        )
     try:
-        doc = json.loads(path.read_bytes())
+        doc = jsonio.parse(path.read_bytes())
         if not isinstance(doc, dict):
             raise TypeError(f"the document is a JSON {_JSON_NAMES.get(type(doc), 'value')}, not an object")
         _check_version(path, doc.get("meta"))

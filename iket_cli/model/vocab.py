@@ -95,6 +95,8 @@ MODES = (INSTRUMENTED, WARP_TRACE)
 STATUSES = ("ok", "suspect", "partial", "failed", "timeout", "interrupted")
 #: The statuses of a capture whose traces can be read (the others kept only evidence).
 READABLE_STATUSES = ("ok", "suspect", "partial")
+#: The statuses of a failed attempt's evidence (``DIR.failed/``): the next failure may replace it.
+EVIDENCE_STATUSES = ("failed", "timeout", "interrupted")
 #: ``--repeat N``: repeat k (2..N) of a capture lives in ``repeat-<k>/`` inside it; repeat 1
 #: is the capture's own top level, so a reader that knows nothing of repeats reads repeat 1.
 REPEAT_PREFIX = "repeat-"
@@ -138,6 +140,16 @@ RAW_DATA = "iket.data.bin"
 TRACKER_JSON = "tracker.json"
 #: The config generation's output: the kernels to instrument (none in warp-trace mode).
 INSTRUMENT_CONFIG = "instrument.config.json"
+
+
+def raw_pid(folder_name: str) -> str | None:
+    """``0x23f`` from a raw capture's process folder ``pid_0x23f``; None for any other name
+    (``pid_0x23f<x``, ``pid_zz``: not run-iket's, and no pid)."""
+    pid_hex = folder_name.removeprefix(RAW_PROCESS_PREFIX).lower()
+    digits = pid_hex.removeprefix("0x")
+    if not folder_name.startswith(RAW_PROCESS_PREFIX + "0x") or not digits or len(digits) > 8:
+        return None
+    return pid_hex if all(c in "0123456789abcdef" for c in digits) else None
 
 
 def raw_manifest(pid_hex: str) -> str:

@@ -1,4 +1,4 @@
-"""One capture attempt's record: what its steps found, the manifest built from it, and the
+"""One capture attempt's record: what its steps found, its log, the manifest built from it, and the
 evidence it leaves in ``DIR.failed/`` when it fails.
 
 The evidence is kept whatever went wrong, a full disk included: then the bulky parts of the
@@ -11,16 +11,17 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..capture import runiket, sysinfo
-from ..capture.passes import PassResult
+from ..capture import filesystem, runiket, spawn, sysinfo
+from ..capture.events import Reporter
+from ..capture.passes import PassResult, Transcript
 from ..capture.plan import Plan
-from ..capture.staging import Staging
+from ..capture.staging import Staging, failed_dir
 from ..errors import CaptureInterrupted, CaptureTimeout, DiskFullError, IketError
 from ..model import artifacts, labels
 from ..model import manifest as manifest_mod
@@ -126,11 +127,12 @@ def keep_evidence(
     ``unwritten`` are log lines a full disk refused; they are added once room is made.
     Nothing here raises for the file system: what cannot be written is left out.
     """
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, IketError):
         capture = staging.finalize()
         if isinstance(error, DiskFullError):
             _make_room(capture)
-            _append_log(capture, unwritten)
+            first = [] if (capture / LOG_NAME).exists() else [f"iket: error: {error}"]
+            _append_log(capture, [*first, *unwritten])
         try:
             processes = artifacts.scan_processes(capture)
         except OSError:
@@ -141,8 +143,14 @@ def keep_evidence(
         where = staging.fail()
     except OSError:
         return error  # nowhere to keep it: the message is all there is
-    error.failed_dir = where
-    note = f"evidence kept in {where}"
+    if where is None:
+        note = (
+            f"no evidence kept: {failed_dir(plan.output_dir)} is not a failed capture's evidence, "
+            "so it was left as it is (move it away to keep the next failure's)"
+        )
+    else:
+        error.failed_dir = where
+        note = f"evidence kept in {where}"
     error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
 
@@ -196,3 +204,35 @@ def collect_annotations(plan: Plan, staging: Staging, since: float) -> dict[str,
         "dags": sorted(name for name in found if name.endswith(DAG_SUFFIX)),
         "sources": {name: str(path) for name, path in found.items()},
     }
+
+
+def explained(
+    error: BaseException, plan: Plan, facts: Facts, formats: list[str], transcript: Transcript | None
+) -> IketError:
+    """The error to report: a full disk is named as such, whoever met it first."""
+    full = transcript is not None and transcript.full is not None
+    said = "\n".join(line.text for line in facts.passes.tail) if facts.passes else ""
+    if full or filesystem.is_full(error) or any(text in said for text in _DISK_FULL_TEXT):
+        return filesystem.disk_full(plan.output_dir.parent, facts.needed_bytes(formats))
+    if isinstance(error, OSError):
+        return filesystem.from_os_error(error, plan.output_dir.parent)
+    return error
+
+
+#: How a full disk reads in run-iket's (or the decoder's) output.
+_DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
+
+
+@contextlib.contextmanager
+def logged(staging: Staging, plan: Plan, argv: list[str], reporter: Reporter) -> Iterator[Transcript]:
+    """The attempt's ``iket.log``, opened and closed here, and nowhere else."""
+    # Line-buffered: a full disk refuses a whole line, which the transcript then keeps.
+    with open(staging.log_path, "w", encoding="utf-8", errors="replace", buffering=1) as log:
+        transcript = Transcript(log, reporter)
+        transcript.note(" ".join(plan.options.command or ["iket_cli.profile(...)"]))
+        transcript.note(f"run-iket command: {spawn.quote(argv)}")
+        if plan.tracker.rerun:
+            transcript.note(
+                f"captured again with a tracker pass, the cached one did not fit: {plan.tracker.rerun}"
+            )
+        yield transcript

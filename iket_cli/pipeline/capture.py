@@ -19,9 +19,10 @@ class Capture(folder.Capture):
 
         return tables.build(self.output_dir)
 
-    def to_duckdb(self):
+    def to_duckdb(self, *, allow_files: bool = False):
         """An in-memory DuckDB connection with the tables registered under their names:
-        ``capture.to_duckdb().sql("SELECT ...").df()``. Needs the ``sql`` extra."""
+        ``capture.to_duckdb().sql("SELECT ...").df()``; confined to them as ``iket sql`` is,
+        unless ``allow_files`` (to ``COPY`` a result to a file, say). Needs the ``sql`` extra."""
         from ..analysis import sql
 
-        return sql.connect(self.tables())
+        return sql.connect(self.tables(), allow_files=allow_files)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..model.vocab import EXECUTORS
+from ..model.vocab import EXECUTORS, RUN_MANIFEST_NAME
 
 #: Options a config may set (top level or per job) and their types.
 OPTIONS: dict[str, tuple[type, ...]] = {
@@ -138,6 +138,8 @@ def _read(path: Path) -> dict:
         raise ConfigError(f"{path} does not exist") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply to be read") from None
 
 
 def _table(path: Path) -> dict:
@@ -200,6 +202,8 @@ def load(explicit: Path | None = None, start: Path | None = None) -> Config:
 #: A job's name becomes a folder of the output root: one plain path component.
 _JOB_NAME = re.compile(r"[^\x00/\\]+")
 JOB_NAME_MAX = 200
+#: Names the output root keeps for ``iket run`` itself.
+RESERVED_NAMES = (RUN_MANIFEST_NAME,)
 
 
 def _check_job_name(path: Path, where: str, name: str) -> None:
@@ -211,13 +215,15 @@ def _check_job_name(path: Path, where: str, name: str) -> None:
     if (
         not _JOB_NAME.fullmatch(name)
         or name.startswith(".")
+        or name in RESERVED_NAMES
         or name.strip() != name
         or len(name.encode()) > JOB_NAME_MAX
     ):
         raise ConfigError(
             f"{path}: {where}: {name!r} is not a plain folder name",
             hint="a job's name is one path component (no '/', no '..', not starting with '.', "
-            f"at most {JOB_NAME_MAX} bytes): it names the job's folder under the output root",
+            f"not {', '.join(RESERVED_NAMES)}, at most {JOB_NAME_MAX} bytes): it names the job's "
+            "folder under the output root",
         )
 
 

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..capture import sysinfo
-from ..capture.runner import sigterm_as_exception, wait_all
+from ..capture import signals, sysinfo
+from ..capture.runner import wait_all
 from ..errors import Terminated, signal_of
 from .config import Config, Job
 from .job import JobResult, run_job
@@ -100,7 +100,7 @@ class LocalExecutor:
         pool = ThreadPoolExecutor(max_workers=max(1, count))
         futures = [pool.submit(one, job) for job in jobs]
         try:
-            with sigterm_as_exception():
+            with signals.as_exception():
                 wait_all(futures)
         except (KeyboardInterrupt, Terminated) as signalled:
             cancel.set()

@@ -16,7 +16,7 @@ from ..analysis import flows as flows_mod
 from ..analysis import lint as lint_mod
 from ..decode import rawevents
 from ..errors import IketError
-from ..model import annotations, artifacts, pftrace
+from ..model import annotations, artifacts, atomic, pftrace
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles
 from ..model.folder import mode_of
@@ -112,9 +112,7 @@ def _write_flows(capture_dir: Path, process: dict[str, Any], loaded: trace_mod.T
     links = [(_key(loaded, f.launch, f.source), _key(loaded, f.launch, f.target)) for f in arrows]
     data, placed = pftrace.add_flows((capture_dir / artifact["path"]).read_bytes(), links)
     out = capture_dir / artifact_name(process["pid_hex"], "flows")
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(out)
+    atomic.write(out, data)
     return placed
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..capture import targets
 from ..errors import CaptureInterrupted, CaptureTimeout, IketError
+from ..model import atomic, jsonio
 from ..model.units import parse_size
 from ..model.vocab import JOB_FAILING, LOG_NAME, MANIFEST_NAME
 from . import profile as profile_mod
@@ -44,7 +45,7 @@ class JobResult:
     def load(cls, path: Path) -> JobResult | None:
         """A result written by :func:`write` (None if absent or unreadable: the job died first)."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = jsonio.parse(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         known = {f.name for f in fields(cls)}
@@ -52,9 +53,7 @@ class JobResult:
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        atomic.write(path, json.dumps(asdict(self), indent=2) + "\n")
 
 
 def run_job(

@@ -13,7 +13,6 @@ same records (:mod:`iket_cli.render.ci`).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from ..analysis import diff as diff_mod
 from ..errors import CaptureInterrupted, UsageError
+from ..model import atomic, jsonio
 from ..model.vocab import JOB_FAILING, MANIFEST_NAME, RUN_MANIFEST_NAME
 from .config import Config, Job
 from .executors import Executor, LocalExecutor, RunStopped
@@ -103,7 +103,7 @@ def rerun_selection(root: Path, jobs: list[Job]) -> tuple[list[Job], list[JobRes
     """(the jobs the last run over ``root`` failed, every result of that run) for ``--rerun-failed``."""
     path = root / RUN_MANIFEST_NAME
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = jsonio.parse(path.read_text(encoding="utf-8"))
         previous = [JobResult(**job) for job in record["jobs"]]
     except FileNotFoundError:
         raise UsageError(
@@ -174,8 +174,4 @@ def write_manifest(
         "gate": gate,
         "jobs": [asdict(r) for r in results],
     }
-    path = root / RUN_MANIFEST_NAME
-    tmp = path.with_name(f".{RUN_MANIFEST_NAME}.tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(tmp, path)
-    return path
+    return atomic.write(root / RUN_MANIFEST_NAME, json.dumps(record, indent=2) + "\n")

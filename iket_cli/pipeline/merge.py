@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..capture import outdir
+from ..capture import filesystem, outdir
 from ..capture.staging import Staging
 from ..errors import UsageError
-from ..model import labels, pftrace
+from ..model import atomic, labels, pftrace
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
 from ..model.vocab import FORMATS, TIMELINE_NAME
@@ -44,7 +44,25 @@ def merge(
     records = [_read_input(path) for path in inputs]
     _refuse_conflicts(inputs, records)
     target = outdir.check(out, cwd=Path.cwd(), clobber=clobber)
+    _refuse_an_input_as_out(target, inputs)
     names = _folder_names(inputs)
+    try:
+        return _merged(target, inputs, records, names, copy=copy, timeline=timeline, offsets=offsets)
+    except OSError as error:  # a full disk is OUT's disk (an input's name would mislead)
+        raise filesystem.from_os_error(error, target.parent) from None
+
+
+def _merged(
+    target: Path,
+    inputs: list[Path],
+    records: list[dict],
+    names: list[str],
+    *,
+    copy: bool,
+    timeline: bool,
+    offsets: dict[str, int] | None,
+) -> dict[str, Any]:
+    """The merge made in a staging folder beside OUT, and published."""
     with outdir.Lock(target), Staging.create(target) as staging:
         folder = staging.finalize()
         processes = []
@@ -86,6 +104,19 @@ def _refuse_conflicts(inputs: list[Path], records: list[dict]) -> None:
             owners[key] = path
 
 
+def _refuse_an_input_as_out(out: Path, inputs: list[Path]) -> None:
+    """OUT is replaced once the merge is made: it may not be an input, hold one or lie in one."""
+    real = out.resolve()
+    for path in inputs:
+        source = path.resolve()
+        if real == source or real in source.parents or source in real.parents:
+            relation = "is" if real == source else "contains" if real in source.parents else "lies in"
+            raise UsageError(
+                f"OUT {out} {relation} the input {path}: the merge would replace what it reads",
+                hint="give OUT a new folder",
+            )
+
+
 def _folder_names(inputs: list[Path]) -> list[str]:
     names: list[str] = []
     for path in inputs:
@@ -103,7 +134,7 @@ def _bring(source: Path, source_record: dict, folder: Path, name: str, copy: boo
     for process in source_record["processes"]:
         entry = {**process, "artifacts": {}, "raw": None, "source": str(source.resolve()), "folder": name}
         for kind, artifact in process["artifacts"].items():
-            src = source / artifact["path"]
+            src = manifest_mod.inside(source, artifact["path"])
             dest = folder / artifact["path"]  # a repeat's files stay in its repeat-<k>/
             dest.parent.mkdir(parents=True, exist_ok=True)
             _place(src, dest, copy)
@@ -178,5 +209,12 @@ def _timeline(folder: Path, processes: list[dict], offsets: dict[str, int]) -> s
             "no input has a Perfetto trace to put on a timeline",
             hint="capture with --postprocess perfetto or all",
         )
-    (folder / TIMELINE_NAME).write_bytes(pftrace.merge(sources))
+    try:
+        merged = pftrace.merge(sources)
+    except ValueError as error:
+        raise UsageError(
+            f"a Perfetto trace of the inputs is not readable ({error})",
+            hint="decode that capture again (iket postprocess DIR), or merge without --timeline",
+        ) from None
+    atomic.write(folder / TIMELINE_NAME, merged)
     return TIMELINE_NAME

@@ -8,7 +8,11 @@ that raw run-iket made.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,7 @@ from ..decode import pool
 from ..decode import tasks as tasks_mod
 from ..decode.tasks import DISK_FULL, Outcome
 from ..errors import DecodeError, UsageError
+from ..model import artifacts
 from ..model.vocab import FORMATS, MANIFEST_NAME, STATS_NAME, trace_glob
 
 
@@ -38,8 +43,40 @@ def postprocess_capture(
             f"{capture_dir} holds no raw capture (no iket/pid_*/iket.data.json)",
             hint="capture with iket profile --keep (or run-iket --keep) to decode later",
         )
-    with outdir.Lock(capture_dir):  # one decode of a folder at a time, and none during a capture
+    with outdir.Lock(capture_dir), _as_before_unless_done(capture_dir):
         return _decode(capture_dir, formats, tasks, jobs, progress)
+
+
+#: Beside an artifact while a decode may replace it (a hard link: the bytes as they were).
+BEFORE_SUFFIX = ".iket-before"
+
+
+@contextlib.contextmanager
+def _as_before_unless_done(capture_dir: Path) -> Iterator[None]:
+    """The folder's artifacts and manifest exactly as they were, unless the block ends well:
+    an interrupt (or any failure) removes the artifacts the decode added and puts back those
+    it replaced. Each is kept meanwhile as a hard link (no copy; where links are refused,
+    a copy)."""
+    kept = [p for p in capture_dir.iterdir() if artifacts.is_artifact(p.name) or p.name == MANIFEST_NAME]
+    backups = {path: path.with_name(f".{path.name}{BEFORE_SUFFIX}") for path in kept}
+    for path, backup in backups.items():
+        backup.unlink(missing_ok=True)  # a killed decode's
+        try:
+            os.link(path, backup)
+        except OSError:
+            shutil.copy2(path, backup)
+    try:
+        yield
+    except BaseException:
+        for path in capture_dir.iterdir():
+            if artifacts.is_artifact(path.name) and path not in backups:
+                path.unlink(missing_ok=True)
+        for path, backup in backups.items():
+            os.replace(backup, path)
+        raise
+    finally:
+        for backup in backups.values():
+            backup.unlink(missing_ok=True)
 
 
 def _decode(
@@ -55,7 +92,6 @@ def _decode(
     with pool.start(tasks, jobs=jobs, progress=progress) as decoding:
         # what only the end needs is imported while the workers decode (about 0.2 s)
         from ..capture.filesystem import disk_full
-        from ..model import artifacts
         from ..model import manifest as manifest_mod
         from ..model import record as record_mod
         from .finish import finish
@@ -95,7 +131,6 @@ def _new_manifest(capture_dir: Path, started: datetime) -> dict[str, Any]:
     """A manifest for a folder that raw run-iket made: what can be known after the fact."""
     from ..capture.sysinfo import versions
     from ..capture.toolchain import own_distribution
-    from ..model import artifacts
     from ..model import record as record_mod
     from ..model.folder import configured_mode
 

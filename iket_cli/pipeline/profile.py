@@ -12,22 +12,21 @@ unless the new capture succeeded (and then only with ``clobber=True``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..analysis import drift
-from ..capture import filesystem, outdir, passes, runiket, spawn, trackers, tree, warm
+from ..capture import outdir, passes, runiket, signals, stdin, trackers, warm
 from ..capture.events import Reporter
 from ..capture.passes import Transcript
 from ..capture.plan import Options, Plan, coerce_target, resolve
-from ..capture.runner import sigterm_as_exception
+from ..capture.signals import Publishing
 from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
 from ..capture.watchdog import Watchdog
@@ -57,6 +56,8 @@ from .decoding import Decoded
 
 #: Where a reused or given tracker output is copied inside the attempt's staging folder.
 USED_TRACKER = "tracker-used"
+#: The socket that serves the CLI's input to the capture pass, in the capture's socket folder.
+STDIN_SOCKET = "stdin"
 
 
 def profile(
@@ -99,21 +100,37 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
     ``cancel``, set from another thread, stops the capture as a Ctrl-C would (``iket run``).
     """
     started = time.monotonic()
+    publishing = signals.Publishing()
     try:
-        # SIGTERM outside a pass (a scheduler's stop, Slurm's scancel, while iket sets up or
-        # publishes) unwinds as Ctrl-C does: the staging folder and the lock are removed
-        with sigterm_as_exception(), outdir.Lock(plan.output_dir):
-            return _locked(plan, reporter, cancel, started)
+        # SIGTERM outside a pass (a scheduler's stop, Slurm's scancel, while iket sets up)
+        # unwinds as Ctrl-C does: the staging folder and the lock are removed. From the
+        # publishing exchange on, the capture is complete: a signal then is only reported.
+        with signals.as_exception(), publishing, outdir.Lock(plan.output_dir):
+            captured = _locked(plan, reporter, cancel, started, publishing)
     except (KeyboardInterrupt, Terminated) as signalled:
-        raise CaptureInterrupted.by(
-            signal_of(signalled), " outside the capture passes; its staging folder was removed", phase="setup"
-        ) from None
+        if publishing.published is None:
+            raise CaptureInterrupted.by(
+                signal_of(signalled),
+                " outside the capture passes; its staging folder was removed",
+                phase="setup",
+            ) from None
+        captured = publishing.published  # the signal came as the handlers were put back
+        publishing.arrived.append(signal_of(signalled))
+    if publishing.arrived:
+        reporter.warn(
+            f"{publishing.arrived[0].name} arrived as the capture was being published; it is complete "
+            f"in {captured.output_dir}",
+            "nothing to do: a stop signal after the capture is published does not undo it",
+        )
+    return captured
 
 
-def _locked(plan: Plan, reporter: Reporter, cancel: threading.Event | None, started: float) -> Capture:
+def _locked(
+    plan: Plan, reporter: Reporter, cancel: threading.Event | None, started: float, publishing: Publishing
+) -> Capture:
     _remove_stale(plan.output_dir, reporter)
     try:
-        return _staged(plan, reporter, cancel, started)
+        return _staged(plan, reporter, cancel, started, publishing)
     except reuse.StaleTracker as stale:
         missed = trackers.discard(plan.tracker, plan.env)
         again = (
@@ -127,13 +144,14 @@ def _locked(plan: Plan, reporter: Reporter, cancel: threading.Event | None, star
             f"nothing to do: {again}; --tracker fresh skips the cache",
         )
         fresh = trackers.Tracker(trackers.FRESH, key=plan.tracker.key, rerun=str(stale))
-        return _staged(replace(plan, tracker=fresh), reporter, cancel, started)
+        return _staged(replace(plan, tracker=fresh), reporter, cancel, started, publishing)
 
 
-def _staged(plan: Plan, reporter: Reporter, cancel: threading.Event | None, started: float) -> Capture:
+def _staged(
+    plan: Plan, reporter: Reporter, cancel: threading.Event | None, started: float, publishing: Publishing
+) -> Capture:
     with Staging.create(plan.output_dir) as staging:
-        plan = replace(plan, tracker=trackers.staged(plan.tracker, staging.root / USED_TRACKER))
-        return _attempt(plan, staging, reporter, cancel, started)
+        return _attempt(plan, staging, reporter, cancel, started, publishing)
 
 
 def _remove_stale(output_dir: Path, reporter: Reporter) -> None:
@@ -149,7 +167,12 @@ def _remove_stale(output_dir: Path, reporter: Reporter) -> None:
 
 
 def _attempt(
-    plan: Plan, staging: Staging, reporter: Reporter, cancel: threading.Event | None, started: float
+    plan: Plan,
+    staging: Staging,
+    reporter: Reporter,
+    cancel: threading.Event | None,
+    started: float,
+    publishing: Publishing,
 ) -> Capture:
     """The capture, guarded by a watchdog that cleans up should this process be killed."""
     facts = Facts.begin(runiket.profile_argv(plan, staging.capture_dir), t0=started)
@@ -162,16 +185,21 @@ def _attempt(
     sockets = warm.socket_dir(staging.token)
     try:
         with Watchdog(staging, remove=[sockets], evidence=evidence):
-            return _capture(plan, staging, reporter, facts, cancel)
+            return _capture(plan, staging, reporter, facts, cancel, publishing)
     finally:
         # What escaped the passes' process trees (a session of its own under a standby's
         # worker, say) still carries the capture's mark: nothing of it outlives the capture.
-        tree.kill_marked(staging.token)
+        staging.kill_processes()
         shutil.rmtree(sockets, ignore_errors=True)  # the standbys' folder (each removed its own socket)
 
 
 def _capture(
-    plan: Plan, staging: Staging, reporter: Reporter, facts: Facts, cancel: threading.Event | None
+    plan: Plan,
+    staging: Staging,
+    reporter: Reporter,
+    facts: Facts,
+    cancel: threading.Event | None,
+    publishing: Publishing,
 ) -> Capture:
     """The steps up to publishing; any failure keeps its evidence in DIR.failed/."""
     formats = formats_for(plan.options.postprocess)
@@ -186,10 +214,17 @@ def _capture(
         )
     ahead = passes.ahead(plan, staging, "r2") if plan.options.repeat > 1 else None
     try:
-        with _transcript(staging, plan, facts.run_iket_argv, reporter) as transcript:
+        # a reused or given tracker output, copied into the attempt (a full disk here keeps
+        # its evidence as any other failure does)
+        plan = replace(plan, tracker=trackers.staged(plan.tracker, staging.root / USED_TRACKER))
+        facts = replace(facts, run_iket_argv=runiket.profile_argv(plan, staging.capture_dir))
+        with attempt.logged(staging, plan, facts.run_iket_argv, reporter) as transcript:
             if ahead is not None:
                 reporter.phase(f"repeat 1 of {plan.options.repeat}")
-            ran = passes.capture(plan, staging, transcript, deadline=deadline, cancel=cancel)
+            with stdin.Forwarder(warm.socket_dir(staging.token) / STDIN_SOCKET) as forwarder:
+                ran = passes.capture(
+                    plan, staging, transcript, deadline=deadline, cancel=cancel, extra_env=forwarder.env
+                )
             facts = replace(facts, passes=ran)
             failure = ran.failure()
             if failure is not None and plan.tracker.mode == "reused" and reuse.capture_failed(failure):
@@ -217,10 +252,10 @@ def _capture(
                 facts = replace(facts, repeats=[first, *more], postprocess_s=decoded.seconds)
         if transcript.full is not None:
             raise transcript.full
-        published = _publish(plan, staging, facts, formats, reporter)
+        published = _publish(plan, staging, facts, formats, reporter, publishing)
     except (IketError, OSError) as error:
         unwritten = transcript.unwritten if transcript is not None else ()
-        failure = _explained(error, plan, facts, formats, transcript)
+        failure = attempt.explained(error, plan, facts, formats, transcript)
         raise attempt.keep_evidence(plan, staging, facts, failure, unwritten) from None
     finally:
         if ahead is not None:
@@ -251,38 +286,6 @@ def _preload() -> None:
     from ..analysis import overhead  # noqa: F401  (each import here is one the CLI need not wait for)
     from ..model import numscan  # noqa: F401  (numpy's import)
     from . import finish  # noqa: F401  (the lint, the report and their readers)
-
-
-def _explained(
-    error: BaseException, plan: Plan, facts: Facts, formats: list[str], transcript: Transcript | None
-) -> IketError:
-    """The error to report: a full disk is named as such, whoever met it first."""
-    full = transcript is not None and transcript.full is not None
-    said = "\n".join(line.text for line in facts.passes.tail) if facts.passes else ""
-    if full or filesystem.is_full(error) or any(text in said for text in _DISK_FULL_TEXT):
-        return filesystem.disk_full(plan.output_dir.parent, facts.needed_bytes(formats))
-    if isinstance(error, OSError):
-        return filesystem.from_os_error(error, plan.output_dir.parent)
-    return error
-
-
-#: How a full disk reads in run-iket's (or the decoder's) output.
-_DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
-
-
-@contextlib.contextmanager
-def _transcript(staging: Staging, plan: Plan, argv: list[str], reporter: Reporter) -> Iterator[Transcript]:
-    """The attempt's ``iket.log``, opened and closed here, and nowhere else."""
-    # Line-buffered: a full disk refuses a whole line, which the transcript then keeps.
-    with open(staging.log_path, "w", encoding="utf-8", errors="replace", buffering=1) as log:
-        transcript = Transcript(log, reporter)
-        transcript.note(" ".join(plan.options.command or ["iket_cli.profile(...)"]))
-        transcript.note(f"run-iket command: {spawn.quote(argv)}")
-        if plan.tracker.rerun:
-            transcript.note(
-                f"captured again with a tracker pass, the cached one did not fit: {plan.tracker.rerun}"
-            )
-        yield transcript
 
 
 def _overhead(
@@ -331,7 +334,9 @@ def _drift(staging: Staging, transcript: Transcript) -> list[str]:
     return drifted
 
 
-def _publish(plan: Plan, staging: Staging, facts: Facts, formats: list[str], reporter: Reporter) -> Capture:
+def _publish(
+    plan: Plan, staging: Staging, facts: Facts, formats: list[str], reporter: Reporter, publishing: Publishing
+) -> Capture:
     """Lint and report, check every artifact is there, write the manifest, publish."""
     from .finish import finish  # imported by _preload while the passes ran
 
@@ -367,7 +372,8 @@ def _publish(plan: Plan, staging: Staging, facts: Facts, formats: list[str], rep
     manifest_mod.write(capture, record)
     for finding in lint:
         reporter.warn(f"pid {finding['process']}: [{finding['code']}] {finding['message']}", finding["hint"])
-    return Capture(staging.publish(), record)
+    publishing.published = Capture(staging.publish(hold=publishing.hold), record)
+    return publishing.published
 
 
 def _missing_artifacts(processes: list[dict[str, Any]], formats: list[str]) -> str | None:

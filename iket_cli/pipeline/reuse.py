@@ -5,7 +5,6 @@ to capture again from scratch."""
 
 from __future__ import annotations
 
-import json
 import time
 
 from ..capture import trackers
@@ -13,6 +12,7 @@ from ..capture.passes import Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging
 from ..errors import CaptureError, IketError
+from ..model import jsonio
 from ..model.vocab import RAW_DIR, TRACKER_DIR
 
 
@@ -56,7 +56,7 @@ def keep(plan: Plan, staging: Staging, transcript: Transcript) -> None:
 def age(tracker: trackers.Tracker) -> str:
     """``cached 3 min ago``, from the entry's record."""
     try:
-        stored = json.loads((tracker.dir / trackers.META_NAME).read_text())["stored_at"]
+        stored = jsonio.parse((tracker.dir / trackers.META_NAME).read_text())["stored_at"]
     except (OSError, ValueError, KeyError, TypeError):
         return "cached"
     minutes = max(0.0, time.time() - float(stored)) / 60

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..capture import slurm
-from ..capture.runner import sigterm_as_exception
+from ..capture import signals, slurm, targets
 from ..errors import ExitCode, IketError, Terminated
+from ..model import atomic, jsonio
 from ..model.vocab import FAILED_SUFFIX, JOB_FAILING, MANIFEST_NAME, SLURM_DIR
 from .config import Config, Job
 from .executors import Finished, RunStopped
@@ -114,12 +114,14 @@ class SlurmExecutor:
 
     # -- the run ---------------------------------------------------------------------------
     def execute(self, jobs: list[Job], finished: Finished) -> list[JobResult]:
+        for job in jobs:
+            self._check_target(job)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._cancel_leftovers()
         waiting, active, results = list(jobs), {}, []
         interval, stop_reason = POLL_MIN_S, None
         try:
-            with sigterm_as_exception():
+            with signals.as_exception():
                 while waiting or active:
                     while waiting and stop_reason is None and self._room(active):
                         entry = self._submit(waiting.pop(0))
@@ -154,6 +156,19 @@ class SlurmExecutor:
         finally:
             self.watcher.close()
         return results
+
+    def _check_target(self, job: Job) -> None:
+        """The job's target checked here, before the first sbatch: on a cluster a typo found
+        on the node costs hours in the queue (the nodes see the submitting host's files)."""
+        env = {**os.environ, **self.config.defaults.get("env", {}), **job.options.get("env", {})}
+        python = job.options.get("python") or self.config.defaults.get("python") or sys.executable
+        try:
+            targets.resolve(
+                targets.parse(*job.words()), cwd=job.cwd or self.config.path.parent, python=python, env=env
+            )
+        except IketError as error:
+            error.message = f"job {job.name}: {error.message}; nothing was submitted"
+            raise
 
     def _table(self, job: Job) -> dict[str, Any]:
         """The job's ``[slurm]`` keys: its own ``slurm`` table over the top-level one."""
@@ -300,16 +315,14 @@ class SlurmExecutor:
         if not active:
             path.unlink(missing_ok=True)
             return
-        tmp = path.with_name(f".{LEDGER}.tmp")
-        tmp.write_text(json.dumps({i: e.job.name for i, e in active.items()}) + "\n")
-        os.replace(tmp, path)
+        atomic.write(path, json.dumps({i: e.job.name for i, e in active.items()}) + "\n")
 
     def _cancel_leftovers(self) -> None:
         """Jobs that a killed ``iket run`` over this root left in the queue are cancelled now:
         they would write into the folders this run is about to fill."""
         path = self.folder / LEDGER
         try:
-            listed = json.loads(path.read_text())
+            listed = jsonio.parse(path.read_text())
         except (OSError, ValueError):
             return
         alive = [i for i, job in slurm.poll(list(listed)).items() if not job.finished]

@@ -22,18 +22,18 @@ def render(changes: list[Change], fmt: str, out: IO[str], stat: str) -> None:
         for row in rows:
             out.write("| " + " | ".join([markdown_text(row[0]), *row[1:]]) + " |\n")
         return
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+
+    from .text import markup, rich_console
 
     table = Table(title=f"iket diff · {stat} per range, by impact", title_justify="left")
     for column in header:
         left = column in ("kernel", "range", "status")
         table.add_column(column, justify="left" if left else "right", no_wrap=column == "kernel")
     for change, row in zip(changes, rows, strict=True):
-        table.add_row(*(escape(cell) for cell in row), style="red" if change.regression else None)
+        table.add_row(*(markup(cell) for cell in row), style="red" if change.regression else None)
     longest = max((len(row[0]) for row in rows), default=0)
-    Console(file=out, width=max(160, longest + 90)).print(table)
+    rich_console(file=out, width=max(160, longest + 90)).print(table)
 
 
 def _row(c: Change) -> list[str]:

@@ -23,6 +23,7 @@ from ..model.manifest import instrumented
 from ..model.names import short
 from ..model.units import human_bytes
 from ..model.vocab import MANIFEST_NAME, TIMER_STEP_NS
+from .text import shown
 
 #: Said once when the tracker pass starts: why the workload's output comes twice.
 TWICE = (
@@ -64,8 +65,9 @@ class ConsoleReporter(Reporter):
     # -- live line --------------------------------------------------------------------
     def __enter__(self) -> ConsoleReporter:
         if self.fancy:
-            from rich.console import Console
             from rich.status import Status
+
+            from .text import rich_console
 
             reporter = self
 
@@ -73,7 +75,7 @@ class ConsoleReporter(Reporter):
                 def __rich__(self) -> str:
                     return reporter._status_text()
 
-            self._console = Console(stderr=True)
+            self._console = rich_console(stderr=True)
             self._status = Status(_Line(), console=self._console)
             self._status.start()
         return self
@@ -100,7 +102,7 @@ class ConsoleReporter(Reporter):
 
     def _note(self, text: str) -> None:
         if self._status is not None:
-            self._console.print(f"iket: {text}", markup=False, highlight=False, style="dim")
+            self._console.print(f"iket: {shown(text)}", markup=False, highlight=False, style="dim")
         else:
             _say(f"iket: {text}")
 
@@ -112,8 +114,8 @@ class ConsoleReporter(Reporter):
         if tool and not self.verbose:
             return
         if self._status is not None:  # a terminal: each workload line says which pass printed it
-            shown = line if tool or self._phase not in PASS_TAGS else f"{PASS_TAGS[self._phase]} {line}"
-            self._console.print(shown, markup=False, highlight=False, style="dim" if tool else None)
+            tagged = line if tool or self._phase not in PASS_TAGS else f"{PASS_TAGS[self._phase]} {line}"
+            self._console.print(tagged, markup=False, highlight=False, style="dim" if tool else None)
             return
         stream = sys.stderr if tool else self.workload_out
         if stream in self._closed:
@@ -141,9 +143,9 @@ class ConsoleReporter(Reporter):
         record = capture.manifest
         took = record["duration_s"]
         first = [p for p in record["processes"] if p.get("repeat", 1) == 1]  # repeats: one line
-        shown = instrumented(first)
-        rows = [_row(capture, p) for p in shown]
-        idle = _idle_note([p for p in first if p not in shown])
+        listed = instrumented(first)
+        rows = [_row(capture, p) for p in listed]
+        idle = _idle_note([p for p in first if p not in listed])
         repeated = repeat_line(record)
         if self.fancy:
             self._rich_summary(capture, rows, took, idle)
@@ -161,23 +163,24 @@ class ConsoleReporter(Reporter):
         _say(f"iket: open {_what_to_open(capture)}")
 
     def _rich_summary(self, capture: Capture, rows: list[tuple[str, ...]], took: float, idle: str) -> None:
-        from rich.markup import escape
         from rich.table import Table
 
-        table = Table(title=f"iket capture · {took:.1f} s · {escape(str(capture.output_dir))}")
+        from .text import markup
+
+        table = Table(title=f"iket capture · {took:.1f} s · {markup(str(capture.output_dir))}")
         for column in ("pid", "kernels", "recorded", "artifacts"):
             table.add_column(column)
         for row in rows:
-            table.add_row(*(escape(cell) for cell in row))
+            table.add_row(*(markup(cell) for cell in row))
         self._console.print(table)
         if idle:
-            self._console.print(escape(idle))
-        self._console.print(escape(phase_line(capture.manifest)))
+            self._console.print(markup(idle))
+        self._console.print(markup(phase_line(capture.manifest)))
         if repeat_line(capture.manifest):
-            self._console.print(escape(repeat_line(capture.manifest)))
+            self._console.print(markup(repeat_line(capture.manifest)))
         for line in _overhead_lines(capture.manifest):
-            self._console.print(f"overhead: {escape(line)}")
-        self._console.print(f"open [bold]{escape(_what_to_open(capture))}[/]")
+            self._console.print(f"overhead: {markup(line)}")
+        self._console.print(f"open [bold]{markup(_what_to_open(capture))}[/]")
 
 
 def repeat_line(record: dict[str, Any]) -> str:
@@ -215,12 +218,12 @@ def counted(info: dict[str, Any]) -> str:
 def phase_line(record: dict[str, Any]) -> str:
     """The manifest's phase times, as the console's last word on them."""
     phases = record.get("phases") or {}
-    shown = [
+    parts = [
         f"{PHASE_LABELS.get(name, name).split(' (')[0]} {seconds:.2f} s"
         for name, seconds in phases.items()
         if seconds is not None and name in PHASE_LABELS
     ]
-    return "phases: " + (" · ".join(shown) or "-") + f" (of {record['duration_s']:.2f} s, manifest.json)"
+    return "phases: " + (" · ".join(parts) or "-") + f" (of {record['duration_s']:.2f} s, manifest.json)"
 
 
 def _overhead_lines(record: dict[str, Any]) -> list[str]:
@@ -269,7 +272,8 @@ def _what_to_open(capture: Capture) -> str:
 
 
 def _say(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    """One line of iket's own on stderr (names in it shown safely: :mod:`.text`)."""
+    sys.stderr.write(shown(text) + "\n")
     sys.stderr.flush()
 
 
@@ -293,14 +297,15 @@ class DecodeProgress(Progress):
 
     def __enter__(self) -> DecodeProgress:
         if self.fancy:
-            from rich.console import Console
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            from .text import rich_console
 
             self._progress = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 TimeElapsedColumn(),
-                console=Console(stderr=True),
+                console=rich_console(stderr=True),
             )
             self._progress.start()
         return self
@@ -370,10 +375,11 @@ class PrefixReporter(Reporter):
     def __init__(self, name: str, quiet: bool) -> None:
         self.name, self.quiet = name, quiet
 
-    def _say(self, text: str) -> None:
+    def _say(self, text: str, *, workload: bool = False) -> None:
+        """A line of iket's own (names shown safely), or of the workload (as it printed it)."""
         if not self.quiet:
             with self._lock:
-                sys.stderr.write(f"[{self.name}] {text}\n")
+                sys.stderr.write(f"[{self.name}] {text if workload else shown(text)}\n")
                 sys.stderr.flush()
 
     def phase(self, name: str) -> None:
@@ -381,7 +387,7 @@ class PrefixReporter(Reporter):
 
     def output(self, line: str, *, tool: bool) -> None:
         if not tool:
-            self._say(line)
+            self._say(line, workload=True)
 
     def info(self, message: str) -> None:
         self._say(f"iket: {message}")

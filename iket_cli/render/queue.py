@@ -60,10 +60,11 @@ class QueueWatcher:
         if not self.fancy:
             return
         if self._live is None:
-            from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(console=Console(stderr=True), transient=True, refresh_per_second=4)
+            from .text import rich_console
+
+            self._live = Live(console=rich_console(stderr=True), transient=True, refresh_per_second=4)
             self._live.start()
         self._live.update(self.counts_line())
 

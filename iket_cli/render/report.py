@@ -30,7 +30,7 @@ from ..analysis import spread
 from ..analysis import summary as summary_mod
 from ..analysis.flows import Flow
 from ..analysis.lint import Finding
-from ..errors import UsageError
+from ..model import atomic, outputs
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles, dags_for, roles_for
 from ..model.folder import Beside, find_traces, manifest_of, mode_of, process_label
@@ -88,10 +88,16 @@ def build_diff(base: Path, new: Path, changes: list[dict[str, Any]], stat: str) 
     return render(data)
 
 
+#: Characters a JSON text inside a ``<script>`` must not hold raw (JSON reads them back).
+_SCRIPT_SAFE = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+
+
 def render(data: dict[str, Any]) -> str:
-    """Put ``data`` into the page template; ``</`` is escaped so no string ends the script."""
+    """Put ``data`` into the page template. ``<``, ``>`` and ``&`` are written as JSON escapes,
+    so no name can end the script (``</script>``) or turn its rest into a comment (``<!--``),
+    and U+2028/9 too, which older engines read as line ends inside a string."""
     template = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    payload = json.dumps(data, separators=(",", ":")).translate(_SCRIPT_SAFE)
     page = template.replace(_DATA_MARK, payload, 1)
     return page.replace("{{TITLE}}", html.escape(data["title"]), 1)
 
@@ -100,30 +106,13 @@ def embedded(page: Path) -> dict[str, Any]:
     """The data a report carries (for scripts and tests): the inverse of :func:`render`."""
     text = Path(page).read_text(encoding="utf-8")
     start = text.index(_DATA_OPEN) + len(_DATA_OPEN)
-    return json.loads(text[start : text.index("</script>", start)].replace("<\\/", "</"))
+    return json.loads(text[start : text.index("</script>", start)])
 
 
 def write(location: Path, out: Path, *, title: str | None = None, roles_file: Path | None = None) -> Path:
-    """Write the report of ``location`` to ``out`` atomically."""
-    check_output(out)  # before the work, not after it
-    return write_text(out, build(location, title=title, roles_file=roles_file))
-
-
-def check_output(out: Path) -> Path:
-    """Refuse, in one line, a report path whose folder does not exist."""
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise UsageError(f"cannot write {out}: {out.parent} is not a directory", hint="create it first")
-    return out
-
-
-def write_text(out: Path, text: str) -> Path:
-    """Write a page atomically (a temporary file beside it, then a rename)."""
-    out = check_output(out)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    """Write the report of ``location`` to ``out`` atomically (``out`` checked before the work)."""
+    outputs.check_file(out, [location], what="report")
+    return atomic.write(out, build(location, title=title, roles_file=roles_file))
 
 
 def process_page(
@@ -157,7 +146,7 @@ def process_page(
         "perfetto": _perfetto_file(capture_dir / (name + ARTIFACTS["pftrace_gz"])),
         **_annotations(dags),
     }
-    return write_text(capture_dir / (name + ARTIFACTS["html"]), render(data))
+    return atomic.write(capture_dir / (name + ARTIFACTS["html"]), render(data))
 
 
 def _annotations(dags: list[Dag] | None) -> dict[str, Any]:

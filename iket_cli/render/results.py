@@ -36,16 +36,16 @@ def _plain(value: Any) -> str:
 
 
 def _table(rows: list[dict], columns: list[str], out: IO[str]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+
+    from .text import markup, rich_console
 
     table = Table(title=f"{len(rows):,} row(s)", title_justify="left")
     for column in columns:
-        table.add_column(escape(column), justify="right" if _numeric(rows, column) else "left")
+        table.add_column(markup(column), justify="right" if _numeric(rows, column) else "left")
     for row in rows[:TABLE_ROWS]:
-        table.add_row(*(escape(_cell(column, row[column])) for column in columns))
-    console = Console(file=out, width=max(120, 14 * len(columns)))
+        table.add_row(*(markup(_cell(column, row[column])) for column in columns))
+    console = rich_console(file=out, width=max(120, 14 * len(columns)))
     console.print(table)
     if len(rows) > TABLE_ROWS:
         console.print(f"(first {TABLE_ROWS} rows shown: --format csv or json gives all {len(rows):,})")

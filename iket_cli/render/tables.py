@@ -16,6 +16,7 @@ from ..model.names import short
 from ..model.units import duration
 from ..model.vocab import TIMER_STEP_NS, WARP_TRACE
 from .repeats import repeats_line, spread_cells, spread_text
+from .text import shown
 
 
 def flat_rows(processes: list[dict]) -> list[dict]:
@@ -134,7 +135,7 @@ def render_markdown(processes: list[dict], out: IO[str]) -> None:
             f"{row['process']}{' ' + row['group'] if row['group'] else ''}",
             markdown_text(row["kernel"]),
             row["kind"],
-            row["name"],
+            markdown_text(row["name"]),
             f"{row['count']:,}",
         ]
         for key in ("total_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"):
@@ -149,8 +150,9 @@ def render_markdown(processes: list[dict], out: IO[str]) -> None:
 
 
 def markdown_text(text: str) -> str:
-    """Text for a markdown table cell: ``<cutlass_80_...>`` would be read as an HTML tag."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    """Text for a markdown table cell: ``<cutlass_80_...>`` would be read as an HTML tag; a
+    control character is spelled out (:func:`.text.shown`)."""
+    return shown(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def render_json(processes: list[dict], out: IO[str]) -> None:
@@ -158,22 +160,22 @@ def render_json(processes: list[dict], out: IO[str]) -> None:
 
 
 def render_table(processes: list[dict], out: IO[str]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
+    from .text import markup, rich_console
+
     longest = max((len(k.name) for p in processes for k in p.get("launches", [])), default=0)
-    console = Console(file=out, width=max(160, longest + 150))  # whole names: never cut
+    console = rich_console(file=out, width=max(160, longest + 150))  # whole names: never cut
     flagged = marks = False
     for process in processes:
         if process.get("repeats") and (process["kernels"] or process.get("launches")):
-            console.print(escape(repeats_line(process)), highlight=False)
+            console.print(markup(repeats_line(process)), highlight=False)
         for kernel in process["kernels"]:
             spread = any(row.spread is not None for row in kernel.ranges)
             lifetime = kernel.warp_lifetimes
-            group = f" · {escape(process['group'])}" if process["group"] else ""
+            group = f" · {markup(process['group'])}" if process["group"] else ""
             title = (
-                f"pid {escape(process['process'])}{group} · {escape(kernel.name or kernel.kernel)} · "
+                f"pid {markup(process['process'])}{group} · {markup(kernel.name or kernel.kernel)} · "
                 f"{kernel.launches} launch(es) · grid {kernel.grid} · block {kernel.block} · "
                 f"warp lifetime p50 {duration(lifetime.p50 if lifetime else None)}"
             )
@@ -198,7 +200,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                 flagged |= bool(mark)
                 share = "-" if row.share_of_warp_time is None else f"{row.share_of_warp_time:.1%}"
                 table.add_row(
-                    escape(row.name) + mark,
+                    markup(row.name) + mark,
                     f"{d.count:,}",
                     duration(d.total),
                     duration(d.mean),
@@ -214,7 +216,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                 marks = True
                 off = marker.offset_from_range
                 table.add_row(
-                    f"mark {escape(marker.name)}",
+                    f"mark {markup(marker.name)}",
                     f"{marker.count:,}",
                     "",
                     "",
@@ -230,7 +232,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
         if process.get("launches"):
             console.print(launch_table(process))
         for line in untraced_lines(process.get("uninstrumented", [])):
-            console.print(escape(line), highlight=False)
+            console.print(markup(line), highlight=False)
     if flagged:
         console.print(f"* within one step of the GPU timer ({TIMER_STEP_NS} ns): at the resolution limit")
     if marks:
@@ -245,14 +247,15 @@ def dims(value) -> str:
 def launch_table(process: dict):
     """The kernels that recorded no event (all of a ``--warp-trace`` capture): per kernel its
     launches and their span (first warp start to last warp end), warps, SMs and gaps."""
-    from rich.markup import escape
     from rich.table import Table
 
-    group = f" · {escape(process['group'])}" if process["group"] else ""
+    from .text import markup
+
+    group = f" · {markup(process['group'])}" if process["group"] else ""
     what = "warp trace" if process.get("mode") == WARP_TRACE else "kernels that recorded no event"
     count = sum(k.launches for k in process["launches"])
     table = Table(
-        title=f"pid {escape(process['process'])}{group} · {what} · {count:,} launch(es) of "
+        title=f"pid {markup(process['process'])}{group} · {what} · {count:,} launch(es) of "
         f"{len(process['launches'])} kernel(s) · span: first warp start to last warp end",
         title_justify="left",
     )
@@ -261,7 +264,7 @@ def launch_table(process: dict):
     for k in process["launches"]:
         span, warp, gap = k.span, k.warp_lifetimes, k.gap_before
         table.add_row(
-            escape(k.name),
+            markup(k.name),
             f"{k.launches:,}",
             dims(k.grid),
             dims(k.block),
@@ -309,7 +312,7 @@ def untraced_lines(untraced: list[dict]) -> list[str]:
 
 def lint_lines(findings: list[Finding]) -> list[str]:
     """Lint findings as warning lines (``iket lint``, and ``iket show`` on stderr)."""
-    return [f"iket: warning: [{f.code}] {f.message} ({f.hint})" for f in findings]
+    return [shown(f"iket: warning: [{f.code}] {f.message} ({f.hint})") for f in findings]
 
 
 #: ``--format`` -> renderer (the choices are ``vocab.SHOW_FORMATS``).
@@ -378,13 +381,13 @@ def render_payloads(processes: list[dict], fmt: str, out: IO[str]) -> None:
         out.write("| " + " | ".join(header) + " |\n|" + " --- |" * len(header) + "\n")
         out.writelines("| " + " | ".join(markdown_text(x) for x in c) + " |\n" for c in cells)
         return
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+
+    from .text import markup, rich_console
 
     table = Table(title="payloads per event name (ranges: at range_start)", title_justify="left")
     for column in header:
         table.add_column(column, justify="right" if column == "count" else "left")
     for row in cells:
-        table.add_row(*(escape(c) for c in row))
-    Console(file=out, width=160).print(table)
+        table.add_row(*(markup(c) for c in row))
+    rich_console(file=out, width=160).print(table)

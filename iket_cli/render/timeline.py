@@ -16,6 +16,7 @@ from ..errors import UsageError
 from ..model.names import short
 from ..model.trace import Launch, Trace
 from ..model.units import duration
+from .text import shown
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta")
 #: Above this many warps only the first CTA is drawn unless one is chosen with --cta.
@@ -26,8 +27,9 @@ def render(
     trace: Trace, out: IO[str], *, launch: int = 0, width: int = 100, max_rows: int = MAX_ROWS
 ) -> None:
     """Draw launch ``launch`` of ``trace`` (already filtered, e.g. to one CTA) on ``out``."""
-    from rich.console import Console
     from rich.text import Text
+
+    from .text import markup, rich_console
 
     if not trace.launches:
         raise UsageError("nothing to draw: no launch matches the filters")
@@ -40,21 +42,21 @@ def render(
     t0 = min(start for spans in rows.values() for start, _ in spans["alive"])
     t1 = max(end for spans in rows.values() for _, end in spans["alive"])
     step = max(1.0, (t1 - t0) / width)
-    console = Console(file=out, width=width + 40, highlight=False)
+    console = rich_console(file=out, width=width + 40, highlight=False)
     console.print(
-        f"{short(item.kernel)} · grid {item.grid} · block {item.block} · {duration(t1 - t0)} "
+        f"{markup(short(item.kernel))} · grid {item.grid} · block {item.block} · {duration(t1 - t0)} "
         f"· one cell = {duration(step)}"
     )
     locs = sorted(rows, key=lambda loc: _order(trace, loc))
-    shown = locs[:max_rows]
+    drawn = locs[:max_rows]
     colours: dict[str, str] = {}
     alive = "·" if len(item.ranges) or len(item.markers) else "━"
-    for loc in shown:
+    for loc in drawn:
         label = Text(_label(trace, loc).ljust(22)[:22] + " ")
         line = _line(rows[loc], t0, step, width, trace, colours, alive)
         console.print(label + line)
-    if len(locs) > len(shown):
-        console.print(f"… {len(locs) - len(shown)} more warps: choose one CTA with --cta X,Y,Z")
+    if len(locs) > len(drawn):
+        console.print(f"… {len(locs) - len(drawn)} more warps: choose one CTA with --cta X,Y,Z")
     axis = f"{'':23}0{duration(t1 - t0).rjust(width - 1)}"
     console.print(axis)
     if alive != "·":
@@ -62,7 +64,7 @@ def render(
         return
     legend = Text("ranges: ")
     for name, colour in colours.items():
-        legend.append(f"{name} ", style=f"bold {colour}")
+        legend.append(f"{shown(name)} ", style=f"bold {colour}")
     legend.append(" │ mark  · warp alive")
     console.print(legend)
 
@@ -94,7 +96,7 @@ def _line(spans: dict, t0: int, step: float, width: int, trace: Trace, colours: 
         label = trace.name(name)
         colour = colours.setdefault(label, PALETTE[len(colours) % len(PALETTE)])
         for col in _columns(start, end, t0, step, width):
-            cells[col] = (label[:1] or "█", f"reverse {colour}")
+            cells[col] = (shown(label)[:1] or "█", f"reverse {colour}")
     for ts in spans["marks"]:
         cells[_column(ts, t0, step, width)] = ("│", "bold white")
     text = Text()

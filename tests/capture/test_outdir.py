@@ -1,4 +1,3 @@
-import json
 import os
 from pathlib import Path
 
@@ -7,10 +6,12 @@ import pytest
 from iket_cli.capture import outdir
 from iket_cli.errors import ExitCode, OutputDirError
 
+from conftest import manifest_text
+
 
 def make_capture(folder: Path, marker: str = "old") -> Path:
     folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text(json.dumps({"schema_version": 1, "marker": marker}))
+    (folder / "manifest.json").write_text(manifest_text(marker=marker))
     (folder / "data.txt").write_text(marker)
     return folder
 

@@ -11,20 +11,20 @@ from iket_cli.capture import outdir, tree
 from iket_cli.capture import staging as staging_mod
 from iket_cli.capture.staging import Staging, remove_stale
 
-from conftest import all_gone
+from conftest import all_gone, manifest_text
 
 
 def test_publish_new_and_replace_atomically(tmp_path):
     dest = tmp_path / "cap"
     staging = Staging.create(dest)
     staging.log_path.write_text("log one")
-    (staging.finalize() / "manifest.json").write_text('{"schema_version": 1}')
+    (staging.finalize() / "manifest.json").write_text(manifest_text())
     assert staging.publish() == dest
     assert (dest / "iket.log").read_text() == "log one"
     assert not staging.root.exists()
 
     second = Staging.create(dest)
-    (second.finalize() / "manifest.json").write_text('{"schema_version": 1, "n": 2}')
+    (second.finalize() / "manifest.json").write_text(manifest_text(n=2))
     second.publish()
     assert '"n": 2' in (dest / "manifest.json").read_text()
     assert not (dest / "iket.log").exists()
@@ -36,7 +36,7 @@ def test_fail_replaces_previous_failure_only(tmp_path):
     for n in (1, 2):
         staging = Staging.create(dest)
         staging.log_path.write_text(f"failure {n}")
-        (staging.finalize() / "manifest.json").write_text('{"schema_version": 1}')
+        (staging.finalize() / "manifest.json").write_text(manifest_text(status="failed"))
         assert staging.fail() == tmp_path / "cap.failed"
     assert (tmp_path / "cap.failed" / "iket.log").read_text() == "failure 2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cap.failed"]
@@ -47,8 +47,7 @@ def test_fail_never_deletes_a_foreign_failed_folder(tmp_path):
     (tmp_path / "cap.failed").mkdir()
     (tmp_path / "cap.failed" / "mine.txt").write_text("user data")
     staging = Staging.create(dest)
-    where = staging.fail()
-    assert where == staging.root and where.exists()
+    assert staging.fail() is None
     assert (tmp_path / "cap.failed" / "mine.txt").read_text() == "user data"
 
 
@@ -69,7 +68,7 @@ def test_names_always_fit_the_file_system(tmp_path):
     with outdir.Lock(dest), Staging.create(dest) as staging:
         assert staging.root.exists() and staging.root.name.startswith(".")
         assert len(staging.root.name.encode()) <= 255 and lock.exists()
-        (staging.finalize() / "manifest.json").write_text('{"schema_version": 1}')
+        (staging.finalize() / "manifest.json").write_text(manifest_text(status="failed"))
         assert staging.fail() == tmp_path / (dest.name + ".failed")
     assert not lock.exists()
     other = outdir.hidden(tmp_path / ("n" * 247 + "m"), outdir.LOCK_SUFFIX)

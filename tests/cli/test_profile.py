@@ -22,7 +22,7 @@ from iket_cli.analysis import overhead
 from iket_cli.model import manifest
 from iket_cli.render import report
 
-from conftest import FIXTURES, replay, run_iket, snapshot, start_iket
+from conftest import FIXTURES, manifest_text, replay, run_iket, snapshot, start_iket
 
 AFFINE = FIXTURES / "affine"
 
@@ -63,7 +63,7 @@ def previous_capture(folder: Path) -> dict:
     for name in os.listdir(AFFINE):
         if name.startswith("iket_pid_"):
             (folder / name).write_bytes((AFFINE / name).read_bytes())
-    (folder / "manifest.json").write_text(json.dumps({"schema_version": 1, "status": "ok"}))
+    (folder / "manifest.json").write_text(manifest_text())
     return snapshot(folder)
 
 
@@ -168,7 +168,7 @@ def test_capture_without_trace_fails_and_keeps_previous(work, double):
     """The capture pass succeeds but the injection wrote nothing: no artifact, exit 1."""
     before = previous_capture(work / "cap")
     (work / "cap.failed").mkdir()
-    (work / "cap.failed" / "manifest.json").write_text('{"schema_version": 1}')
+    (work / "cap.failed" / "manifest.json").write_text(manifest_text(status="failed"))
     env = {"PASSES": str(work / "passes.jsonl"), "IKET_DOUBLE_CAPTURE": str(work / "empty")}
     (work / "empty" / "tracker").mkdir(parents=True)
     for pid in (AFFINE / "tracker").glob("pid_*"):

@@ -208,6 +208,25 @@ class Harness:
                 os.kill(pid, signal.SIGKILL)
 
 
+def _mount_tmpfs(where, size: str) -> bool:
+    where.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True
+    )
+    return done.returncode == 0
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    disk = tmp_path / "disk"
+    if not _mount_tmpfs(disk, "2m"):
+        pytest.skip("a 2 MB tmpfs cannot be mounted here (needs root and mount rights)")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
 @pytest.fixture(scope="session")
 def previous(tmp_path_factory, double) -> Path:
     """A real capture made by iket profile (the double replays the affine H200 capture)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -154,25 +153,6 @@ def test_a_raw_capture_that_cannot_be_decoded(harness):
     )
     harness.check(result, 1, "decoding failed")
     assert "is truncated" in result.stderr
-
-
-def _mount_tmpfs(where, size: str) -> bool:
-    where.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        return False
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True
-    )
-    return done.returncode == 0
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    disk = tmp_path / "disk"
-    if not _mount_tmpfs(disk, "2m"):
-        pytest.skip("a 2 MB tmpfs cannot be mounted here (needs root and mount rights)")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 def test_a_full_disk(harness, small_disk):

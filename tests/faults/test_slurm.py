@@ -18,6 +18,8 @@ from xml.etree import ElementTree as ET
 import pytest
 import xmlschema
 
+from iket_cli.model.vocab import SLURM_DIR
+
 from conftest import FIXTURES
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
@@ -313,3 +315,20 @@ def test_a_refused_submission_cancels_the_jobs_submitted_before(harness):
     ):
         assert time.monotonic() < deadline, "nothing of the run is left queued"
         time.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("nap.py:wrkload", "job typo: "), ("missing.py", "job typo: script missing.py does not exist")],
+    ids=["function", "script"],
+)
+def test_a_target_that_does_not_exist_is_refused_before_any_submission(harness, target, message):
+    """Issue 31: a typo in the last job's target was submitted and failed on the node (on a real
+    cluster, hours in the queue); every target is checked before the first sbatch."""
+    configure(harness, job("fine", NAP="300"), job("typo", target))
+    result = harness.run("run", timeout=60)
+    harness.check(result, 2, message, folder=harness.work / "runs")
+    assert "nothing was submitted" in result.stderr
+    listed = subprocess.run(["squeue", "--noheader", "-o", "%j"], capture_output=True, text=True).stdout
+    assert "iket:" not in listed, listed
+    assert not (harness.work / "runs" / SLURM_DIR).exists()

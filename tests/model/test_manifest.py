@@ -7,30 +7,9 @@ import pytest
 from iket_cli.errors import ManifestError
 from iket_cli.model import artifacts, manifest, vocab
 
-from conftest import FIXTURES
+from conftest import FIXTURES, minimal_manifest
 
-
-def minimal(**over):
-    record = {
-        "schema_version": 1,
-        "status": "ok",
-        "error": None,
-        "target": {"kind": "script", "spec": "/a.py", "args": []},
-        "argv": ["python", "/a.py"],
-        "run_iket_argv": ["run-iket"],
-        "cwd": "/",
-        "started_at": "2026-12-02T00:00:00+00:00",
-        "finished_at": "2026-12-02T00:00:01+00:00",
-        "duration_s": 1.0,
-        "phases": {},
-        "postprocess": ["json"],
-        "keep": False,
-        "log": "iket.log",
-        "versions": {"iket_cli": "0.1.0", "run_iket": "4.8.1", "python": "3.12", "gpus": []},
-        "processes": [],
-    }
-    record.update(over)
-    return record
+minimal = minimal_manifest
 
 
 @pytest.mark.parametrize("capture", ["affine", "multi", "spawn"])

@@ -163,9 +163,11 @@ def test_other_layouts_fall_back(change, tmp_path):
     whole = {
         "graphLaunches": {},
         "launches": [doc],
-        "locationTable": [],
+        "locationTable": [
+            {"ctaId": [0, 0, 0], "gpcId": 0, "smId": 0, "tpcId": 0, "warpId": w} for w in range(5)
+        ],
         "meta": {"version": 1},
-        "stringTable": ["a"],
+        "stringTable": ["a", "b", "c", "d", "e"],
     }
     path = tmp_path / "odd.trace.json"
     path.write_bytes(compact(whole))

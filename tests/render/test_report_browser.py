@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from iket_cli.model import atomic
 from iket_cli.render import report
 
 from conftest import FIXTURES
@@ -109,7 +110,7 @@ def test_diff_report_has_two_timelines(browser, tmp_path):
     from iket_cli.analysis import diff
 
     changes = [c.__dict__ for c in diff.compare(FIXTURES / "affine", FIXTURES / "spawn")]
-    path = report.write_text(
+    path = atomic.write(
         tmp_path / "d.html", report.build_diff(FIXTURES / "affine", FIXTURES / "spawn", changes, "median")
     )
     page = Page(browser, path)
@@ -192,5 +193,27 @@ def test_warp_trace_report_draws_warps_and_sm_occupancy(browser, tmp_path, torch
         page.page.screenshot(path=str(tmp_path / "torch.png"), full_page=False)
         assert page.errors == []
         assert all(url.startswith("file://") for url in page.requests), page.requests
+    finally:
+        page.close()
+
+
+def test_a_comment_opener_in_a_name_or_title_keeps_the_page(browser, tmp_path):
+    """D5: ``<!--<script`` in a name and in the title turned the rest of the page's script into
+    a comment: the report opened blank. It draws, and shows the names as they are."""
+    folder = tmp_path / "cap"
+    shutil.copytree(FIXTURES / "affine", folder)
+    trace_path = folder / "iket_pid_0x204.trace.json"
+    trace = json.loads(trace_path.read_text())
+    hostile = "<!--<script>&\u2028"
+    trace["stringTable"][0] = hostile
+    trace_path.write_text(json.dumps(trace))
+    out = report.write(folder, tmp_path / "r.html", title="<!--<script t")
+    assert "<!--" not in out.read_text().split('<script id="iket-data"')[1]
+    page = Page(browser, out)
+    try:
+        assert page.bars() == 1
+        assert page.page.title() == "<!--<script t"
+        assert hostile.strip("\u2028") in page.page.locator("#stats").inner_text()
+        assert page.errors == []
     finally:
         page.close()

@@ -1,0 +1,44 @@
+"""Reading the small JSON files of a capture (manifests, records, configs) safely.
+
+Every such file may come from elsewhere (a CI artifact, a colleague's capture, a fuzzer):
+too deep a nesting makes Python's parser raise ``RecursionError`` and a file of gigabytes
+would be read whole. :func:`parse` and :func:`read` turn both into ``ValueError``, as for
+any other JSON that is not valid, so each reader has one error to name. (The traces have
+readers of their own: :mod:`.trace`.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+#: The largest manifest, record or config iket reads (a manifest of many processes with
+#: its lint findings is a few hundred KB).
+MAX_BYTES = 64 << 20
+
+
+class TooLarge(ValueError):
+    """The file is larger than the reader takes."""
+
+
+def parse(text: str | bytes) -> Any:
+    """``json.loads``, raising ``ValueError`` for nesting too deep to parse as well."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to be read") from None
+
+
+def read(path: str | os.PathLike, limit: int = MAX_BYTES) -> Any:
+    """The JSON value in ``path``, read only if it is at most ``limit`` bytes.
+
+    Raises ``OSError`` as ``open`` does, ``ValueError`` (:class:`TooLarge` for a file over
+    ``limit``) for anything that is not a JSON document iket can hold.
+    """
+    with open(Path(path), "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(f"larger than {limit >> 20} MiB")
+    return parse(data)
