@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|faults|warp|reuse|repeat|repeatbench|sql|big|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|faults|warp|reuse|repeat|repeatbench|sql|big|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -30,7 +30,14 @@ print('heavy modules in parent:', sorted(m for m in sys.modules if m.split('.')[
     > "$keep/gpu_check.log" 2>&1
   grep -E "PASSED|FAILED|ERROR|postprocess phase|passed|failed" "$keep/gpu_check.log" | tail -30
 fi
-if [[ $part == faults || $part == all ]]; then  # issue 15: signals, timeout, kill -9 mid capture pass
+if [[ $part == hardening || $part == all ]]; then  # issue 31: its faults on the real stack
+  echo "== hardening (issue 31) on the real stack"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_hardening.py -v -s -p no:cacheprovider -o addopts="" \
+    > "$keep/gpu_hardening.log" 2>&1
+  grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_hardening.log" | tail -12
+  echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
+fi
+if [[ $part == faults || $part == all || $part == hardening ]]; then  # issue 15: signals, timeout, kill -9 mid capture pass
   echo "== faults in the middle of a real capture pass"
   IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_faults.py -v -s -p no:cacheprovider -o addopts="" \
     > "$keep/gpu_faults.log" 2>&1

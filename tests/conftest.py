@@ -274,3 +274,17 @@ def slurm_cluster() -> None:
     answers, detail = slurm.cluster_answer()
     if not answers:
         pytest.skip(f"no Slurm cluster answers here ({detail}); scripts/slurm_local.sh starts one")
+
+
+def project_module(folder: str, name: str):
+    """A module of the project's ``bench/`` or ``scripts/`` (the tests use their generators
+    and batteries, not copies of them)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parent.parent / folder / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module

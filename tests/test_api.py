@@ -2,10 +2,12 @@
 
 import json
 import shutil
+import signal
 
 import pytest
 
 import iket_cli
+from iket_cli.capture.signals import ALL_STOPS
 from iket_cli.errors import ExitCode, MultiProcessError, OutputDirError
 
 from conftest import FIXTURES, manifest_text
@@ -19,9 +21,13 @@ def replayed(monkeypatch, tmp_path):
 
 def test_profile_returns_a_capture(tmp_path, double, monkeypatch):
     monkeypatch.setenv("IKET_DOUBLE_CAPTURE", str(FIXTURES / "affine"))
+    handlers = {signum: signal.getsignal(signum) for signum in ALL_STOPS}
     capture = iket_cli.profile(
         "w.py:workload", output_dir=tmp_path / "cap", cwd=tmp_path, run_iket=str(double)
     )
+    # the caller's program goes on: its signal handlers are its own again (only the CLI,
+    # which exits right after, holds them past a published capture)
+    assert {signum: signal.getsignal(signum) for signum in ALL_STOPS} == handlers
     assert capture.output_dir == tmp_path / "cap"
     assert capture.trace_json == tmp_path / "cap" / "iket_pid_0x204.trace.json"
     assert capture.perfetto.is_file() and capture.html.is_file()

@@ -214,7 +214,7 @@ def command(ctx: click.Context, **kw: object) -> int:
     iket profile [OPTIONS] -m module [ARGS]...      run a module
     iket profile [OPTIONS] -- COMMAND [ARGS]...     run any command
     """
-    from ..capture import targets
+    from ..capture import signals, targets
     from ..capture.tree import become_subreaper
     from ..model.units import parse_size
     from ..pipeline.profile import profile
@@ -234,6 +234,7 @@ def command(ctx: click.Context, **kw: object) -> int:
         quiet=quiet, verbose=verbose, workload_out=sys.stderr if as_json else sys.stdout
     )
     become_subreaper()
+    signals.hold_until_exit()
     try:
         with reporter:
             capture = profile(target, output_dir, reporter=reporter, command=["iket", *sys.argv[1:]], **kw)

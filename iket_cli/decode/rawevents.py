@@ -63,8 +63,19 @@ def read(raw_manifest: Path) -> RawEvents | None:
                 return None
             found.kernels.setdefault(launch["kernelName"], Counter()).update(counts)
         return found
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None
+
+
+def _known_event(event_id: object, event: dict) -> bool:
+    """An event description of the shape counted here: its id within the id bits, its name
+    a string and its position an integer (a damaged raw capture may say anything)."""
+    return (
+        type(event_id) is int
+        and 0 <= event_id < 1 << ID_BITS
+        and isinstance(event.get("eventName"), str)
+        and type(event.get("eventPosition")) is int
+    )
 
 
 def _launch(folder: Path, launch: dict, context: dict, blobs: dict, found: RawEvents) -> Counter | None:
@@ -73,6 +84,8 @@ def _launch(folder: Path, launch: dict, context: dict, blobs: dict, found: RawEv
 
     events = {e["eventId"]: e for e in context["events"]}
     if context["metaInfo"]["maxEventId"] != (1 << ID_BITS) - 1:
+        return None
+    if not all(_known_event(i, e) for i, e in events.items()):
         return None
     if any(e["instrumentMethod"] != NATIVE_DUMP for e in events.values()):
         return None

@@ -18,6 +18,7 @@ memory, :data:`KEEP_FREED`).
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import signal
@@ -210,6 +211,7 @@ def _decode_in_fork(task: Task, reader: int, writer: int) -> None:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(signum, signal.SIG_DFL)
         die_with_parent(os.getppid())
+        faulthandler.disable()  # a decoder abort is said in one line by the CLI, not dumped
         outcome = decode(task)
         answer = {"error": outcome.error, "written": outcome.written, "errno": outcome.errno}
         os.write(writer, json.dumps(answer).encode())

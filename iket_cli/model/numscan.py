@@ -23,6 +23,10 @@ from collections.abc import Iterator
 import numpy as np
 
 CHUNK = 1 << 23  # bytes per chunk: keeps the temporaries of a 288 MB trace near 50 MB
+#: A launch of at most this many bytes is read by json instead: numpy's cost per call
+#: (a few dozen calls a launch) outweighs its speed on a few records (a warp trace of a
+#: model holds thousands of launches of a few warps each).
+SMALL = 1 << 14
 
 
 class Layout(Exception):
@@ -42,6 +46,8 @@ def launch_columns(
     if regions is None:
         return None
     (m_from, m_to), (r_from, r_to), (w_from, w_to) = regions
+    if end - start <= SMALL:
+        return _small(data, regions, kinds)
     scans = {
         "markers": lambda: _fixed(data, m_from, m_to, b'},{"color":', _MARKER_KEYS),
         "ranges": lambda: _ranges(data, r_from, r_to),
@@ -61,6 +67,65 @@ _MARKER_KEYS = (
     (b'"timestamp":', "start"),
 )
 _WARP_KEYS = ((b'{"endTs":', "end"), (b'"locIdx":', "loc"), (b'"startTs":', "start"))
+
+
+#: Each record kind's keys in the decoder's order, and the columns they fill (None: checked only).
+_JSON_KEYS = {
+    "markers": (("color", None), ("locIdx", "loc"), ("markerNameIdx", "name"), ("timestamp", "start")),
+    "warps": (("endTs", "end"), ("locIdx", "loc"), ("startTs", "start")),
+    "ranges": (
+        ("endTs", "end"),
+        ("internalEvents", None),
+        ("rangeColor", None),
+        ("rangeId", None),
+        ("rangeNameIdx", "name"),
+        ("rangeScope", None),
+        ("rangeType", "kind"),
+        ("startTs", "start"),
+        ("warpLocIdxs", "loc"),
+    ),
+}
+
+
+def _small(data, regions, kinds: tuple[str, ...]) -> dict[str, dict[str, array]] | None:
+    """A small launch's columns by ``json.loads`` of each record array, with the checks the
+    vectorised scan makes: the same keys in the same order, non-negative integers."""
+    import json
+
+    out = {}
+    for kind, (start, stop) in zip(("markers", "ranges", "warps"), regions, strict=True):
+        if kind not in kinds:
+            continue
+        try:
+            records = json.loads(bytes(data[start - 1 : stop + 1]))
+        except (ValueError, RecursionError):
+            return None
+        keys = _JSON_KEYS[kind]
+        names = tuple(key for key, _ in keys)
+        columns: dict[str, list[int]] = {name: [] for _, name in keys if name}
+        for record in records:
+            if not isinstance(record, dict) or tuple(record) != names:
+                return None
+            for key, name in keys:
+                value = record[key]
+                if kind == "ranges" and key in ("internalEvents", "warpLocIdxs"):
+                    if not isinstance(value, list):
+                        return None
+                    if key == "internalEvents":
+                        continue
+                    if not value:  # a range of no warp: location -1, as the scan says
+                        columns[name].append(-1)
+                        continue
+                    value = value[0]
+                if type(value) is not int or value < 0:
+                    return None
+                if name:
+                    columns[name].append(value)
+        try:
+            out[kind] = {name: _to_array([np.array(v, np.int64)], name) for name, v in columns.items()}
+        except OverflowError:
+            return None
+    return out
 
 
 def find(data, needle: bytes, start: int, end: int) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, kept, run_iket
+from conftest import FIXTURES, kept, project_module, run_iket
 
 pytest.importorskip("duckdb")
 
@@ -165,3 +165,42 @@ def test_sql_reads_exported_tables_as_a_capture(tmp_path):
     assert (
         first.split(",")[1:] == second.split(",")[1:] and first.startswith("a,") and second.startswith("b,")
     )
+
+
+def test_an_export_of_two_thousand_launches_is_whole_and_small(tmp_path):
+    """D22: a warp trace of thousands of small launches (each with a range and a mark). Every
+    row is there, as json.load counts it, ids run on across launches, and the export stays
+    under 0.5 GB (it was 2.1 GB at 20,000 launches; its time is bench/bench_export_launches.py's)."""
+    import subprocess
+    import sys
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    trace = project_module("bench", "bench_export_launches").many_launches(
+        2000, tmp_path / "iket_pid_0x1.trace.json"
+    )
+    script = (
+        "import resource, sys\n"
+        "from iket_cli.cli import main\n"
+        "try:\n"
+        f"    main(['export', {str(trace)!r}, '-o', {str(tmp_path / 'ex')!r}])\n"
+        "except SystemExit as done:\n"
+        "    code = done.code\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    peak_kb = int(done.stderr.split()[-1])
+    assert peak_kb < 500 * 1024, f"{peak_kb / 1024:.0f} MB"
+    doc = json.loads(trace.read_text())
+    records = {"warps": "warpLifetimes", "ranges": "ranges", "markers": "markers"}
+    for table in ("launches", *records):
+        written = pq.ParquetFile(tmp_path / "ex" / f"{table}.parquet")
+        want = sum(len(x[records[table]]) for x in doc["launches"]) if table in records else 2000
+        assert written.metadata.num_rows == want, table
+        # written in batches, not a row group per launch (2,000 of them: slow to write and read)
+        assert written.metadata.num_row_groups <= 2, (table, written.metadata.num_row_groups)
+    ranges = pq.read_table(tmp_path / "ex" / "ranges.parquet").to_pydict()
+    markers = pq.read_table(tmp_path / "ex" / "markers.parquet").to_pydict()
+    assert ranges["id"] == list(range(2000)) and ranges["launch"] == list(range(2000))
+    assert markers["range_id"] == ranges["id"], "each mark inside its launch's range"

@@ -8,6 +8,7 @@ import json
 import shutil
 import struct
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -109,9 +110,20 @@ def _many_names(doc: dict) -> None:
         context["metaInfo"]["maxEventId"] = 63
 
 
+def _event(**change) -> Callable[[dict], None]:
+    def apply(doc: dict) -> None:
+        for context in doc["decodeContexts"].values():
+            context["events"][0].update(change)
+
+    return apply
+
+
 @pytest.mark.parametrize(
     "how",
     [
+        _manifest(_event(eventName=1.5)),  # issue 31: the lint then failed sorting the names
+        _manifest(_event(eventPosition="start")),
+        _manifest(_event(eventId=2**40)),
         _bin(_unknown_id),
         _bin(_odd_length),
         _bin(lambda data: data[:-8]),
@@ -120,7 +132,18 @@ def _many_names(doc: dict) -> None:
         lambda manifest, _data: manifest.write_text("{not json"),
         lambda _manifest, data: data.unlink(),
     ],
-    ids=["unknown-id", "odd-length", "truncated", "wide-payloads", "many-names", "bad-json", "no-bin"],
+    ids=[
+        "number-name",
+        "text-position",
+        "huge-id",
+        "unknown-id",
+        "odd-length",
+        "truncated",
+        "wide-payloads",
+        "many-names",
+        "bad-json",
+        "no-bin",
+    ],
 )
 def test_a_layout_it_does_not_know_gives_no_answer(tmp_path, how):
     assert rawevents.read(damage(tmp_path, "cute_unmatched", how)) is None

@@ -4,7 +4,11 @@ pretty-printed (the general reader's). Whatever they are fed, the commands end w
 1 or 2 and never a traceback.
 
 The CLI runs in this process through its real entry point (``iket_cli.cli.main``), so an
-exception iket does not turn into a message escapes and fails the test.
+exception iket does not turn into a message escapes and fails the test. The last test runs
+``scripts/fuzz_battery.py``'s cases instead: damaged manifests, traces, Perfetto traces and
+raw captures through every command, each in a forked child under ``RLIMIT_AS``, so that a
+decoder that aborts or a runaway allocation ends the child, not pytest
+(``IKET_FUZZ_CASES``, default 48; the battery's own run of 560 is in docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -20,8 +25,9 @@ from hypothesis import strategies as st
 
 from iket_cli.cli import main
 
-from conftest import FIXTURES
+from conftest import FIXTURES, project_module
 
+BATTERY = project_module("scripts", "fuzz_battery")
 TRACES = [
     json.loads((FIXTURES / "affine" / "iket_pid_0x204.trace.json").read_text()),
     json.loads((FIXTURES / "multi" / "iket_pid_0x23f.trace.json").read_text()),
@@ -48,7 +54,7 @@ JSON = st.recursive(
     max_leaves=12,
 )
 SETTINGS = settings(
-    max_examples=int(__import__("os").environ.get("IKET_FUZZ_EXAMPLES", "60")),
+    max_examples=int(os.environ.get("IKET_FUZZ_EXAMPLES", "60")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -85,21 +91,10 @@ def test_any_json_value(value, command):
     check(json.dumps(value), command)
 
 
-def paths(node, prefix=()):
-    """Every place in a JSON document: the keys and indices that lead to it."""
-    yield prefix
-    if isinstance(node, dict):
-        for key, child in node.items():
-            yield from paths(child, (*prefix, key))
-    elif isinstance(node, list):
-        for index, child in enumerate(node[:3]):  # a few of each list: the shapes repeat
-            yield from paths(child, (*prefix, index))
-
-
 @st.composite
 def mutated(draw) -> str:
     document = json.loads(json.dumps(draw(st.sampled_from(TRACES))))
-    places = [p for p in paths(document) if p]
+    places = [p for p in BATTERY.places(document) if p]
     where = draw(st.sampled_from(places))
     parent = document
     for step in where[:-1]:
@@ -119,3 +114,14 @@ def mutated(draw) -> str:
 @given(text=mutated(), command=COMMANDS)
 def test_a_real_trace_with_one_value_changed(text, command):
     check(text, command)
+
+
+def test_damaged_captures_through_every_command_in_children(tmp_path):
+    battery = BATTERY
+    cases = int(__import__("os").environ.get("IKET_FUZZ_CASES", "48"))
+    outcomes = battery.battery(
+        cases, tmp_path, first_seed=int(__import__("os").environ.get("IKET_FUZZ_SEED", "0"))
+    )
+    assert {o.kind for o in outcomes} == set(battery.COMMANDS)
+    bad = [o for o in outcomes if o.problem]
+    assert bad == [], battery.summary(outcomes)

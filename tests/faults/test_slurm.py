@@ -327,7 +327,7 @@ def test_a_target_that_does_not_exist_is_refused_before_any_submission(harness, 
     cluster, hours in the queue); every target is checked before the first sbatch."""
     configure(harness, job("fine", NAP="300"), job("typo", target))
     result = harness.run("run", timeout=60)
-    harness.check(result, 2, message, folder=harness.work / "runs")
+    harness.check(result, 2, message)
     assert "nothing was submitted" in result.stderr
     listed = subprocess.run(["squeue", "--noheader", "-o", "%j"], capture_output=True, text=True).stdout
     assert "iket:" not in listed, listed

@@ -86,8 +86,14 @@ def as_lists(columns: dict) -> dict:
     return {kind: {name: list(values) for name, values in named.items()} for kind, named in columns.items()}
 
 
+#: numscan.SMALL for each of its two paths: every launch vectorised, or small launches by json.
+PATHS = pytest.mark.parametrize("small", [0, numscan.SMALL], ids=["vectorised", "json"])
+
+
+@PATHS
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.parent.name)
-def test_real_traces_take_the_vectorised_path(path, monkeypatch):
+def test_real_traces_take_the_vectorised_path(path, small, monkeypatch):
+    monkeypatch.setattr(numscan, "SMALL", small)
     data = path.read_bytes()
     heads = list(trace._LAUNCH.finditer(data))
     assert heads
@@ -110,6 +116,7 @@ range_record = st.tuples(
 warp = st.tuples(timestamps, indices, timestamps)
 
 
+@PATHS
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(marker, max_size=12),
@@ -117,16 +124,16 @@ warp = st.tuples(timestamps, indices, timestamps)
     st.lists(warp, max_size=6),
     st.sampled_from([16, 64, 1 << 23]),
 )
-def test_generated_launches_match_json(markers, ranges, warps, chunk):
+def test_generated_launches_match_json(small, markers, ranges, warps, chunk):
     """Any number of internal events and warp locations, timestamps up to 2**63-1, and
     chunks small enough that records straddle every boundary."""
     doc = launch_doc(markers, ranges, warps)
-    saved = numscan.CHUNK
-    numscan.CHUNK = chunk
+    saved = numscan.CHUNK, numscan.SMALL
+    numscan.CHUNK, numscan.SMALL = chunk, small
     try:
         columns = scan(doc)
     finally:
-        numscan.CHUNK = saved
+        numscan.CHUNK, numscan.SMALL = saved
     assert columns is not None
     assert as_lists(columns) == expected(doc)
     assert all(isinstance(v, array) for named in columns.values() for v in named.values())
@@ -155,8 +162,10 @@ def test_generated_launches_match_json(markers, ranges, warps, chunk):
         "missing-key",
     ],
 )
-def test_other_layouts_fall_back(change, tmp_path):
+@PATHS
+def test_other_layouts_fall_back(change, small, tmp_path, monkeypatch):
     """The scanner declines; trace.load then gives json.load's model, or its one-line error."""
+    monkeypatch.setattr(numscan, "SMALL", small)
     doc = launch_doc([(0, 1, 2, 3)], [(10, [(2, 4)], 0, 4, [1, 1])], [(20, 1, 0)])
     change(doc)
     assert scan(doc) is None

@@ -122,6 +122,24 @@ def test_a_script_cannot_end_the_data_block(tmp_path):
     assert report.embedded(page)["title"] == "</script><b>x"
 
 
+def test_a_comment_opener_cannot_hide_the_script(tmp_path):
+    """D5: ``<!--<script`` in a name or the title put the page's script in a comment (HTML's
+    script data escape), so the report opened blank: no ``<``, ``>`` or ``&`` is left raw in the
+    data block, and the data reads back as it was."""
+    folder = tmp_path / "cap"
+    shutil.copytree(FIXTURES / "affine", folder)
+    trace_path = folder / "iket_pid_0x204.trace.json"
+    trace = json.loads(trace_path.read_text())
+    trace["stringTable"][0] = "<!--<script>&\u2028"
+    trace_path.write_text(json.dumps(trace))
+    page = report.write(folder, tmp_path / "r.html", title="<!--<script t")
+    block = page.read_text().split('<script id="iket-data" type="application/json">')[1].split("</script>")[0]
+    assert not set(block) & set("<>&\u2028\u2029"), "raw characters in the data block"
+    data = report.embedded(page)
+    assert data["title"] == "<!--<script t"
+    assert "<!--<script>&\u2028" in json.dumps(data, ensure_ascii=False)
+
+
 def _ints(b64: str) -> list[int]:
     import base64
     from array import array
