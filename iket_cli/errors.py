@@ -104,6 +104,12 @@ class CaptureError(IketError):
         self.phase = phase
 
 
+class InjectionCrash(CaptureError):
+    """A pass's workload died by a signal inside run-iket's injection, with no Python error of
+    its own: NVIDIA's tool failed, not the user's code (run-iket 4.8.1 aborts on half-precision
+    cuBLAS GEMMs). The attempt adds the injection log's warnings, once it is kept."""
+
+
 class DecodeError(CaptureError):
     """A raw capture could not be decoded (missing, truncated or corrupt files)."""
 

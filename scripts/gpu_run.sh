@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|faults|warp|reuse|repeat|repeatbench|sql|big|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|faults|warp|reuse|repeat|repeatbench|sql|big|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -36,6 +36,13 @@ if [[ $part == hardening || $part == all ]]; then  # issue 31: its faults on the
     > "$keep/gpu_hardening.log" 2>&1
   grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_hardening.log" | tail -12
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
+fi
+if [[ $part == injection || $part == all ]]; then  # issue 32, item 2: run-iket's injection kills a bf16 GEMM
+  echo "== run-iket's injection crash, said"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_injection.py -v -s -p no:cacheprovider -o addopts="" \
+    > "$keep/gpu_injection.log" 2>&1
+  grep -E "PASSED|FAILED|ERROR|passed|failed" "$keep/gpu_injection.log" | tail -8
+  for f in "$keep"/injection_*.err; do echo "== $(basename "$f")"; grep -E "iket: (error|hint)|injection log" "$f" | cut -c1-400; done
 fi
 if [[ $part == faults || $part == all || $part == hardening ]]; then  # issue 15: signals, timeout, kill -9 mid capture pass
   echo "== faults in the middle of a real capture pass"

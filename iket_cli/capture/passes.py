@@ -86,6 +86,7 @@ class PassResult:
     device_buffer: int | None = None  # bytes, as run-iket announced after the tracker pass
     warm: dict[str, Any] | None = None  # the warm standby's record, where one ran
     error: IketError | None = None  # a timeout, an interrupt or a --max-buffer stop
+    warp_trace: bool = False  # --warp-trace: one pass only (no tracker pass), its failure said so
 
     @property
     def status(self) -> str:
@@ -101,7 +102,9 @@ class PassResult:
         if self.error is not None:
             return self.error
         if self.returncode:
-            return runiket.classify(self.tail, self.returncode, self.phase, self.device_buffer)
+            return runiket.classify(
+                self.tail, self.returncode, self.phase, self.device_buffer, warp_trace=self.warp_trace
+            )
         return None
 
 
@@ -279,4 +282,11 @@ def _run(
         return ended(None, stopped.tail, follower.over_budget(stopped.tail))
     except (CaptureTimeout, CaptureInterrupted) as stop:
         return ended(None, getattr(stop, "tail", []), stop)
-    return PassResult(done.returncode, done.duration_s, done.tail, follower.phase, follower.device_buffer)
+    return PassResult(
+        done.returncode,
+        done.duration_s,
+        done.tail,
+        follower.phase,
+        follower.device_buffer,
+        warp_trace=plan.options.warp_trace,
+    )

@@ -12,7 +12,7 @@ import re
 import signal
 from pathlib import Path
 
-from ..errors import CaptureError, NoInstrumentedKernelError
+from ..errors import CaptureError, InjectionCrash, NoInstrumentedKernelError
 from ..model.vocab import JSON_PER_RAW_BYTE, PERFETTO_PER_RAW_BYTE
 from .plan import Plan
 from .runner import Line
@@ -142,12 +142,16 @@ def is_noise(text: str) -> bool:
     return text.startswith("[run-iket]  ") or body.startswith(("run-iket stats", "Re-run the same"))
 
 
-def classify(tail: list[Line], returncode: int, phase: str, device_buffer: int | None) -> CaptureError:
+def classify(
+    tail: list[Line], returncode: int, phase: str, device_buffer: int | None, *, warp_trace: bool = False
+) -> CaptureError:
     """Turn run-iket's exit and last lines into one clear error.
 
     Its details are the last lines worth showing (the workload's own output, which may end
     in the workload's traceback); run-iket's tracebacks are never shown, only their last line
-    where nothing better explains the failure. Everything is in ``iket.log``.
+    where nothing better explains the failure. Everything is in ``iket.log``. A workload
+    killed by a signal without a Python error of its own died inside the injection
+    (:class:`InjectionCrash`); ``warp_trace``: there was no tracker pass to compare with.
     """
     text = "\n".join(line.text for line in tail)
     details = last_lines(tail, DETAIL_LINES)
@@ -158,6 +162,8 @@ def classify(tail: list[Line], returncode: int, phase: str, device_buffer: int |
             hint=INSTRUMENT_HINT,
         )
     tracker = _TRACKER_FAILED.search(text)
+    if tracker and _injection_killed(tracker.group(1), tail):
+        return _injection_crash(int(tracker.group(1)), "tracker", details)
     if tracker:
         return CaptureError(
             f"the workload exited with status {status_text(tracker.group(1))} in the tracker pass",
@@ -176,15 +182,56 @@ def classify(tail: list[Line], returncode: int, phase: str, device_buffer: int |
         )
     failed_pass = _PASS_FAILED.search(text)
     if failed_pass and failed_pass.group(2) == "iket":
+        if _injection_killed(failed_pass.group(1), tail):
+            return _injection_crash(int(failed_pass.group(1)), "capture", details, warp_trace=warp_trace)
         return CaptureError(
             f"the workload exited with status {status_text(failed_pass.group(1))} in the capture pass",
             phase="capture",
-            hint="a workload that passes the tracker pass but fails the capture pass often "
+            hint=None
+            if warp_trace
+            else "a workload that passes the tracker pass but fails the capture pass often "
             "launches different kernels or event counts in the two passes",
             details=details,
         )
     return CaptureError(
         f"run-iket failed with status {returncode} during the {phase} phase", phase=phase, details=details
+    )
+
+
+#: What a user can do when run-iket's injection kills the workload (README: "When run-iket
+#: itself fails").
+INJECTION_HINT = (
+    "run-iket 4.8.1 kills processes that run half-precision (bf16 or fp16) cuBLAS GEMMs, among "
+    "others (README: When run-iket itself fails); capture a process that runs your kernel without "
+    "them (a script that calls only it, with inputs saved from the model), and give --log-level "
+    "info to see the injection's own log"
+)
+
+
+#: The signals of a process that crashed (not one that was killed: SIGKILL is the OOM killer's).
+CRASH_SIGNALS = (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)
+
+
+def _injection_killed(status: str, tail: list[Line]) -> bool:
+    """A pass's workload crashed by a signal, having printed no Python traceback of its own."""
+    if -int(status) not in CRASH_SIGNALS:
+        return False
+    said = (line.text for line in tail if not line.tool)
+    return not any(text.startswith("Traceback (most recent call last)") for text in said)
+
+
+def _injection_crash(
+    status: int, where: str, details: list[str], *, warp_trace: bool = False
+) -> InjectionCrash:
+    """The error of a workload killed inside the injection (see :class:`InjectionCrash`)."""
+    which = "the capture pass (--warp-trace runs no tracker pass)" if warp_trace else f"the {where} pass"
+    return InjectionCrash(
+        f"the workload was killed by {signal.Signals(-status).name} (status {status}) inside "
+        f"run-iket's injection in {which}, with no Python error of its own: most likely NVIDIA's "
+        "tool failed here, not your code (check: run it without iket)",
+        phase=where,
+        hint=INJECTION_HINT,
+        details=details,
     )
 
 

@@ -22,7 +22,7 @@ from ..capture.events import Reporter
 from ..capture.passes import PassResult, Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging, failed_dir
-from ..errors import CaptureInterrupted, CaptureTimeout, DiskFullError, IketError
+from ..errors import CaptureInterrupted, CaptureTimeout, DiskFullError, IketError, InjectionCrash
 from ..model import artifacts, labels
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
@@ -151,8 +151,23 @@ def keep_evidence(
     else:
         error.failed_dir = where
         note = f"evidence kept in {where}"
+        if isinstance(error, InjectionCrash):
+            error.details += injection_warnings(where)
     error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
+
+
+def injection_warnings(folder: Path, count: int = 4) -> list[str]:
+    """The last distinct warning and error lines of the injection logs run-iket left in
+    ``folder`` (``tracker/pid_*/`` and ``iket/pid_*/iket.injection.log``; empty at run-iket's
+    default log level, hence --log-level info in the hint)."""
+    found: list[str] = []
+    for log in sorted(folder.glob("*/pid_*/iket.injection.log")):
+        with contextlib.suppress(OSError):
+            for line in log.read_text(errors="replace").splitlines():
+                if ("[warning]" in line or "[error]" in line) and line.strip() not in found:
+                    found.append(line.strip())
+    return [f"injection log: {line}" for line in found[-count:]]
 
 
 def status_of(error: IketError) -> str:

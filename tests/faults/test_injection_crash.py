@@ -1,0 +1,85 @@
+"""When run-iket's injection kills the workload (issue 32, item 2: "say what broke").
+
+run-iket 4.8.1 aborts a process that runs a half-precision cuBLAS GEMM (SIGABRT, with no
+Python error: see RUN_IKET_NOTES.md). On the CPU the real run-iket runs the workload in
+both passes (the double replays the GPU's output); a workload that aborts itself with
+``os.abort()`` ends the way those do. The CLI must say that the tool failed, not the code,
+in the pass where it happened, and what to do.
+"""
+
+from __future__ import annotations
+
+from iket_cli.model import manifest
+from iket_cli.pipeline import attempt
+
+from conftest import FIXTURES
+
+CAPTURE_PASS = "os.environ.get('IKET_INJECTION_CONFIG', '').endswith('iket/iket.config.json')"
+
+
+def _workload(harness, body: str) -> None:
+    (harness.work / "crash.py").write_text(
+        f"import os, sys\ndef workload():\n    print('started', flush=True)\n{body}"
+    )
+
+
+def test_an_abort_in_the_tracker_pass_is_the_tool_s(harness):
+    _workload(harness, "    os.abort()\n")
+    result = harness.profile("-o", "cap2", "crash.py:workload")
+    harness.check(result, 1, "killed by SIGABRT (status -6) inside run-iket's injection in the tracker pass")
+    assert "most likely NVIDIA's tool failed here, not your code (check: run it without iket)" in (
+        result.stderr
+    )
+    assert "half-precision (bf16 or fp16) cuBLAS GEMMs" in result.stderr
+    assert "--log-level info" in result.stderr
+    assert "started" in result.stdout
+    record = manifest.read(harness.work / "cap2.failed")
+    assert record["error"]["type"] == "InjectionCrash" and record["error"]["phase"] == "tracker"
+
+
+def test_an_abort_in_the_capture_pass_of_a_warp_trace_names_that_pass(harness):
+    _workload(harness, f"    if {CAPTURE_PASS}:\n        os.abort()\n")
+    env = {"IKET_DOUBLE_WARP_CAPTURE": str(FIXTURES / "warp_multi")}
+    result = harness.profile("-o", "cap2", "--warp-trace", "crash.py:workload", env=env)
+    harness.check(result, 1, "in the capture pass (--warp-trace runs no tracker pass)")
+    assert "tracker pass but fails the capture pass" not in result.stderr, "no drift wording"
+
+
+def test_an_abort_after_a_python_error_is_the_workload_s(harness):
+    """A native library that prints a Python error and then aborts: the workload's failure
+    (the checker's no-traceback rule does not apply: this traceback is the workload's own)."""
+    said = "print('Traceback (most recent call last):', file=sys.stderr, flush=True)"
+    _workload(harness, f"    {said}\n    os.abort()\n")
+    result = harness.profile("-o", "cap2", "crash.py:workload")
+    assert result.code == 1, result
+    assert "iket: error: the workload exited with status -6 (SIGABRT) in the tracker pass" in result.stderr
+    assert "run-iket's injection" not in result.stderr
+    harness.assert_nothing_left()
+
+
+def test_a_kill_is_not_a_crash(harness):
+    """SIGKILL is the OOM killer's or a user's, not the injection's."""
+    _workload(harness, "    import signal\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    result = harness.profile("-o", "cap2", "crash.py:workload")
+    harness.check(result, 1, "the workload exited with status -9 (SIGKILL) in the tracker pass")
+    assert "run-iket's injection" not in result.stderr
+
+
+SKIPPED_MODULE = (
+    "[warning] IKET could not inspect a CUDA module for instrumentation; the module will be skipped."
+)
+
+
+def test_the_injection_logs_warnings_are_quoted(tmp_path):
+    """Each distinct warning or error line once, from every pass's log (the capture's first)."""
+    for where, text in (
+        ("tracker/pid_0x1", f"[info] started\n{SKIPPED_MODULE}\n"),
+        ("iket/pid_0x2", f"{SKIPPED_MODULE}\n[error] gone\n"),
+    ):
+        (tmp_path / where).mkdir(parents=True)
+        (tmp_path / where / "iket.injection.log").write_text(text)
+    assert attempt.injection_warnings(tmp_path) == [
+        f"injection log: {SKIPPED_MODULE}",
+        "injection log: [error] gone",
+    ]
+    assert attempt.injection_warnings(tmp_path / "nothing") == []
