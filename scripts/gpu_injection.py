@@ -74,6 +74,7 @@ def test_a_bf16_gemm_is_said_as_the_injection_s_crash(work, extra, where):
     assert "half-precision (bf16 or fp16) cuBLAS GEMMs" in done.stderr
     record = json.loads((work / "cap.failed" / "manifest.json").read_text())
     assert record["error"]["type"] == "InjectionCrash"
+    assert "launched before: " in done.stderr
     if "info" in extra:
         assert "injection log: " in done.stderr and "could not inspect a CUDA module" in done.stderr
     assert settled() == [] and leftovers(work) == []

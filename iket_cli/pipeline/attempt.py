@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,9 +24,10 @@ from ..capture.passes import PassResult, Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging, failed_dir
 from ..errors import CaptureInterrupted, CaptureTimeout, DiskFullError, IketError, InjectionCrash
-from ..model import artifacts, labels
+from ..model import artifacts, jsonio, labels
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
+from ..model.names import Namer
 from ..model.vocab import (
     DAG_SUFFIX,
     DUMP_DIR_ENV,
@@ -152,9 +154,26 @@ def keep_evidence(
         error.failed_dir = where
         note = f"evidence kept in {where}"
         if isinstance(error, InjectionCrash):
-            error.details += injection_warnings(where)
+            error.details += [*launched_before(where), *injection_warnings(where)]
     error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
+
+
+def launched_before(folder: Path, count: int = 4) -> list[str]:
+    """What run-iket recorded of the kernels launched before a crash: the tracker pass's launch
+    list (``tracker/pid_*/tracker.json``), one line. On the H200 a process killed by the
+    injection leaves neither it nor a raw capture, and the line says so."""
+    counts: Counter = Counter()
+    for listing in sorted(folder.glob("tracker/pid_*/tracker.json")):
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            for launch in jsonio.read(listing)["launches"]:
+                counts[str(launch["kernelName"])] += 1
+    if not counts:
+        return ["launched before: nothing recorded (run-iket wrote no launch list before the crash)"]
+    namer = Namer(counts)
+    named = ", ".join(f"{namer(name)} x{n}" for name, n in counts.most_common(count))
+    more = f" and {len(counts) - count} more kernel(s)" if len(counts) > count else ""
+    return [f"launched before: {named}{more}"]
 
 
 def injection_warnings(folder: Path, count: int = 4) -> list[str]:

@@ -9,6 +9,8 @@ in the pass where it happened, and what to do.
 
 from __future__ import annotations
 
+import shutil
+
 from iket_cli.model import manifest
 from iket_cli.pipeline import attempt
 
@@ -33,6 +35,9 @@ def test_an_abort_in_the_tracker_pass_is_the_tool_s(harness):
     assert "half-precision (bf16 or fp16) cuBLAS GEMMs" in result.stderr
     assert "--log-level info" in result.stderr
     assert "started" in result.stdout
+    # as on the H200: an aborted process leaves no launch list behind, and the line says so
+    nothing = "launched before: nothing recorded (run-iket wrote no launch list before the crash)"
+    assert nothing in result.stderr
     record = manifest.read(harness.work / "cap2.failed")
     assert record["error"]["type"] == "InjectionCrash" and record["error"]["phase"] == "tracker"
 
@@ -83,3 +88,10 @@ def test_the_injection_logs_warnings_are_quoted(tmp_path):
         "injection log: [error] gone",
     ]
     assert attempt.injection_warnings(tmp_path / "nothing") == []
+
+
+def test_the_kernels_launched_before_are_named_when_run_iket_recorded_them(tmp_path):
+    shutil.copytree(FIXTURES / "multi" / "tracker", tmp_path / "tracker")
+    [line] = attempt.launched_before(tmp_path)
+    assert line.startswith("launched before: ") and "scale_loop_kernel x3" in line
+    assert line.endswith(" and 10 more kernel(s)"), "14 kernels: the 4 launched most, then a count"
