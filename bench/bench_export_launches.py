@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import measure, ratio_table  # noqa: E402
+from bench_export import check  # noqa: E402  (the row counts against json.load)
 
 #: A query that makes ``iket sql`` build the four per-launch tables.
 QUERY = (
@@ -80,23 +81,6 @@ def many_launches(count: int, out: Path, shape: str = "instrumented") -> Path:
     # in the decoder's own layout (compact, its key order), which iket reads the fast way
     out.write_text(json.dumps(doc, separators=(",", ":")))
     return out
-
-
-def check(trace: Path, out: Path) -> str:
-    """The export's row counts against json.load's."""
-    import pyarrow.parquet as pq
-
-    doc = json.loads(trace.read_text())
-    expected = {
-        "launches": len(doc["launches"]),
-        "warps": sum(len(x["warpLifetimes"]) for x in doc["launches"]),
-        "ranges": sum(len(x["ranges"]) for x in doc["launches"]),
-        "markers": sum(len(x["markers"]) for x in doc["launches"]),
-    }
-    found = {name: pq.read_table(out / f"{name}.parquet").num_rows for name in expected}
-    if found != expected:
-        raise SystemExit(f"the export's rows differ from json.load's: {found} != {expected}")
-    return ", ".join(f"{name} {n:,}" for name, n in found.items())
 
 
 def main() -> int:

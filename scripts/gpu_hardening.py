@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers of gpu_faults.py beside it
-from gpu_faults import ROOT, Running, iket, keep_text, leftovers, pytestmark, settled, snapshot
+from gpu_faults import ROOT, Running, cmdline, iket, keep_text, leftovers, pytestmark, settled, snapshot
 
 __all__ = ["pytestmark"]
 
@@ -38,15 +38,8 @@ def work(tmp_path: Path) -> Path:
 
 
 def _alive(tag: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if tag.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return [pid for pid in pids if tag.encode() in cmdline(pid)]
 
 
 def test_sighup_in_a_real_capture_pass_is_129_and_keeps_the_previous(work):

@@ -288,3 +288,12 @@ def project_module(folder: str, name: str):
     sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+def cmdline(pid: int) -> bytes:
+    """A process's command line as /proc has it (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""

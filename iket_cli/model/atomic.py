@@ -39,41 +39,35 @@ def replacing(path: str | os.PathLike, mode: str = "wb", **options) -> Iterator[
     """An open temporary file beside ``path``, renamed over ``path`` when the block ends well,
     removed when it does not. ``mode`` and ``options`` are ``open``'s (``"w"``,
     ``encoding="utf-8"``)."""
-    target = Path(path)
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=TMP_SUFFIX)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with open(fd, mode, **options) as handle:
-            yield handle
-        os.replace(temporary, target)
-    except OSError as error:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise _named(error, target) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    with _beside(path) as (fd, _), open(fd, mode, **options) as handle:
+        yield handle
 
 
 @contextlib.contextmanager
 def temporary_beside(path: str | os.PathLike) -> Iterator[Path]:
     """A fresh, empty temporary file beside ``path`` for a writer that takes a path (pyarrow),
     renamed over ``path`` when the block ends well, removed when it does not."""
+    with _beside(path) as (fd, temporary):
+        os.close(fd)
+        yield Path(temporary)
+
+
+@contextlib.contextmanager
+def _beside(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """A new file beside ``path`` (random name, created exclusively, never through a symlink),
+    open as ``fd``; renamed over ``path`` when the block ends well, removed when it does not.
+    An OSError names ``path`` (see :func:`_named`)."""
     target = Path(path)
     fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=TMP_SUFFIX)
     try:
         os.fchmod(fd, FILE_MODE)
-        os.close(fd)
-        yield Path(temporary)
+        yield fd, temporary
         os.replace(temporary, target)
-    except OSError as error:
+    except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-        raise _named(error, target) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise _named(error, target) from None
         raise
 
 

@@ -13,7 +13,7 @@ from ..model import atomic, outputs
 from ..model.vocab import EXPORT_FORMATS, TABLE_NAMES
 
 #: Rows gathered before they are written as one row group: a launch at a time would make a
-#: row group per launch (a warp trace of 20,000 launches: 4 ms and 100 KB of metadata each).
+#: row group per launch, slow to write and to read (docs/benchmarks.md, issue 31).
 BATCH_ROWS = 1 << 16
 
 

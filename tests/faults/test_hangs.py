@@ -18,7 +18,7 @@ import pytest
 from iket_cli.capture import tree
 from iket_cli.model import manifest
 
-from conftest import FIXTURES, snapshot
+from conftest import FIXTURES, cmdline, snapshot
 
 #: A workload whose capture pass leaves a helper behind in a session of its own, holding the
 #: pass's output; ``{env}`` is the helper's environment.
@@ -33,15 +33,7 @@ HELPER = (
 
 
 def helpers(tag: str) -> list[int]:
-    found = []
-    for pid in tree._pids():
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if f"iket-helper {tag}".encode() in handle.read():
-                    found.append(pid)
-        except OSError:
-            continue
-    return found
+    return [pid for pid in tree._pids() if f"iket-helper {tag}".encode() in cmdline(pid)]
 
 
 def wait_gone(pids: list[int], within: float = 10.0) -> list[int]:
@@ -110,7 +102,7 @@ def test_a_child_without_environment_is_stopped_by_the_next_capture(harness):
     """D12: the CLI and its watchdog killed together: the next capture into DIR stops it."""
     started = _started_with_helper(harness, "d12b")
     helper = helpers("d12b")
-    watchdog = [p for p in tree.descendants(started.proc.pid) if b"capture.watchdog" in _cmdline(p)]
+    watchdog = [p for p in tree.descendants(started.proc.pid) if b"capture.watchdog" in cmdline(p)]
     for pid in (*watchdog, started.proc.pid):
         os.kill(pid, signal.SIGKILL)
     started.finish()
@@ -119,14 +111,6 @@ def test_a_child_without_environment_is_stopped_by_the_next_capture(harness):
     result = harness.profile("--clobber", "-o", "cap", "w.py:workload")
     harness.check(result, 0, previous=False)
     assert wait_gone(helper) == []
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read()
-    except OSError:
-        return b""
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 from iket_cli.capture import tree
 from iket_cli.model import manifest
 
-from conftest import FIXTURES, snapshot
+from conftest import FIXTURES, cmdline, snapshot
 
 
 def start_slow(harness, *extra):
@@ -65,7 +65,7 @@ def test_kill_9_of_everything_is_cleaned_by_the_next_capture(harness):
     """A whole job killed at once (a preemption): the CLI and its watchdog die with it. The next
     capture into DIR stops what survived and removes the staging folder, and says so."""
     started = start_slow(harness)
-    watchdog = [p for p in tree.descendants(started.proc.pid) if b"capture.watchdog" in _cmdline(p)]
+    watchdog = [p for p in tree.descendants(started.proc.pid) if b"capture.watchdog" in cmdline(p)]
     assert watchdog, "a watchdog guards the capture"
     survivors = [p for p in tree.descendants(started.proc.pid) if p not in watchdog]
     # the watchdog first: killed second, it could see the CLI die and clean up in between
@@ -108,7 +108,7 @@ def keep256(harness):
 def wait_for_worker(started) -> list[int]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        workers = [p for p in tree.descendants(started.proc.pid) if b"decode.worker" in _cmdline(p)]
+        workers = [p for p in tree.descendants(started.proc.pid) if b"decode.worker" in cmdline(p)]
         if workers:
             return workers
         time.sleep(0.05)
@@ -142,14 +142,6 @@ def test_kill_9_while_decoding_leaves_nothing_the_next_decode_keeps(harness):
     after = sorted(p.name for p in folder.iterdir())
     assert not [name for name in after if name.endswith(".tmp")], "the killed decode's files are gone"
     assert not list(folder.rglob(".part*")), "and so are its launch parts"
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read()
-    except OSError:
-        return b""
 
 
 #: Sleeps in its second capture pass (repeat 2), with a grandchild in a session of its own.
