@@ -284,5 +284,25 @@ def _slurm(env: dict[str, str]) -> Check:
 SQL_FIX = "pip install 'iket-cli[sql]' for iket export and iket sql"
 
 
+def gpu_table(*, refresh: bool = False, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``--gpu``: the probe table of this stack (capture/probes.py), cached unless ``refresh``.
+
+    Raises a one-line error where there is nothing to probe with (no run-iket, no GPU)."""
+    from . import probes
+
+    env = dict(os.environ if env is None else env)
+    tool = toolchain.find(None, env)
+    gpus = probes.gpus()
+    if not gpus:
+        raise IketError(
+            "iket doctor --gpu needs an NVIDIA GPU: nvidia-smi found none", hint="run it on the GPU machine"
+        )
+    of = probes.stack(tool.version, gpus)
+    table = None if refresh else probes.cached(env, of)
+    if table is not None:
+        return {**table, "cached": True}
+    return {**probes.store(env, of, probes.run_all(tool, env, sys.executable)), "cached": False}
+
+
 def healthy(results: list[Check]) -> bool:
     return all(c.ok for c in results if c.required)

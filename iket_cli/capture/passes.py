@@ -20,8 +20,8 @@ from typing import IO, Any
 
 from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, IketError
 from ..model.units import human_bytes
-from ..model.vocab import OVERHEAD_DIR, PROCS_NAME, WARM_LOG_NAME
-from . import runiket, runner, spawn, tree, warm
+from ..model.vocab import EXTRACT_DIR, OVERHEAD_DIR, PROCS_NAME, WARM_LOG_NAME
+from . import extract, runiket, runner, spawn, tree, warm
 from ._shim import STREAM_ENV, WARNINGS, WORKLOAD_WARNINGS_ENV
 from .events import Reporter
 from .filesystem import is_full
@@ -179,7 +179,7 @@ def capture(
         # the standby serves a second pass: none follows when the tracker pass is skipped
         two_passes = plan.tracker.mode == "fresh"
         standby = warm.standby_for(
-            plan.target,
+            plan.warm_target,
             plan.cwd,
             staging.root / WARM_LOG_NAME,
             staging.token,
@@ -204,7 +204,7 @@ def ahead(plan: Plan, staging: Staging, name: str) -> warm.Standby | None:
     if not plan.options.warm:
         return None
     log = staging.root / WARM_LOG_NAME.replace(".", f"-{name}.", 1)  # warm-r2.log
-    standby = warm.standby_for(plan.target, plan.cwd, log, staging.token, name=name)
+    standby = warm.standby_for(plan.warm_target, plan.cwd, log, staging.token, name=name)
     if standby is not None:
         standby.start(plan.python, _env(plan, staging, staging.root / PROCS_NAME), plan.cwd)
     return standby
@@ -236,6 +236,7 @@ def _env(plan: Plan, staging: Staging, procs: Path, extra: dict[str, str] | None
         **plan.tool.child_env(plan.env),
         STREAM_ENV: str(staging.root / FIFO_NAME),
         tree.MARK_ENV: staging.token,
+        **(extract.replay_env(staging.root / EXTRACT_DIR) if plan.extract is not None else {}),
         **(extra or {}),
     }
     if WARNINGS in env:  # the workload's, not run-iket's: the shim gives it back (see _shim)

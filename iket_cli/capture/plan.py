@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES
+from . import extract as extract_mod
 from . import outdir, patterns, targets, toolchain, trackers
 from .targets import Target
 from .toolchain import RunIket
@@ -53,6 +54,12 @@ class Options:
     tracker: str = "auto"  # auto | fresh | DIR: reuse a cached tracker pass (see trackers.py)
     repeat: int = 1  # capture passes after the one tracker pass (pipeline/repeats.py)
     command: list[str] | None = None  # the iket command line, recorded in the manifest
+    extract: str | None = None  # MODULE:FUNC: record its calls in a plain run, capture a replay
+    calls: str | int = "1"  # which calls --extract records: N, A-B or last
+    max_extract: str | int = extract_mod.DEFAULT_MAX  # bytes the saved calls may take
+    extract_rank: int = 0  # the rank whose process records (else the first to call FUNC)
+    stop_after: bool = True  # end the record run once the last chosen call is saved
+    replay: Path | None = None  # capture again from the calls saved in this capture
 
     def check(self) -> None:
         """Refuse inconsistent options before anything runs (exit 2)."""
@@ -86,6 +93,7 @@ class Options:
             raise UsageError(
                 f"--repeat {self.repeat!r} is not a positive whole number", hint="e.g. --repeat 5"
             )
+        self._check_extract()
         config = self.enabled_cluster_config
         if config is not None and not Path(config).is_file():
             raise UsageError(f"--enabled-cluster-config {config} does not exist")
@@ -101,6 +109,28 @@ class Options:
             raise UsageError(
                 "--postprocess none without --keep would keep nothing of the capture",
                 hint="add --keep (then decode later with iket postprocess DIR), or choose a format",
+            )
+
+    def _check_extract(self) -> None:
+        if self.extract and self.replay is not None:
+            raise UsageError(
+                "--extract and --replay cannot go together", hint="--replay reuses DIR's FUNC and calls"
+            )
+        if self.extract or self.replay is not None:
+            return
+        given = [
+            name
+            for name, on in (
+                ("--calls", str(self.calls) != "1"),
+                ("--extract-rank", self.extract_rank != 0),
+                ("--no-stop-after", not self.stop_after),
+                ("--max-extract", self.max_extract != extract_mod.DEFAULT_MAX),
+            )
+            if on
+        ]
+        if given:
+            raise UsageError(
+                f"{given[0]} needs --extract MODULE:FUNC", hint="add --extract, or drop the option"
             )
 
 
@@ -119,11 +149,24 @@ class Plan:
     dsl_cache: dict[str, str | None] = field(default_factory=dict)
     #: Where the tracker output comes from: a tracker pass, the cache, a DIR (see trackers.py).
     tracker: trackers.Tracker = field(default_factory=lambda: trackers.Tracker(trackers.FRESH))
+    #: ``--extract`` or ``--replay``: the passes replay FUNC's saved calls (capture/extract.py).
+    extract: extract_mod.Extract | None = None
+
+    @property
+    def pass_target(self) -> Target:
+        """What the passes run: the target, or the replay of FUNC's saved calls."""
+        return extract_mod.REPLAY_TARGET if self.extract is not None else self.target
+
+    @property
+    def warm_target(self) -> Target:
+        """Whose imports the warm standby makes early: the replay's are FUNC's module's."""
+        source = self.extract.source if self.extract is not None else None
+        return Target("function", f"{source}:{self.extract.qualname}") if source else self.pass_target
 
     @property
     def workload_argv(self) -> list[str]:
         """What run-iket runs in each pass (always through the shim)."""
-        return self.target.workload_argv(self.python)
+        return self.pass_target.workload_argv(self.python)
 
 
 def coerce_target(target_or_argv: str | os.PathLike | Sequence[str] | Target) -> Target:
@@ -135,8 +178,10 @@ def coerce_target(target_or_argv: str | os.PathLike | Sequence[str] | Target) ->
     return targets.parse("command", [os.fspath(w) for w in target_or_argv])
 
 
-def resolve(target: Target, output_dir: str | os.PathLike | None, options: Options) -> Plan:
-    """Check everything that can be checked before a process starts; the resolved plan."""
+def resolve(target: Target | None, output_dir: str | os.PathLike | None, options: Options) -> Plan:
+    """Check everything that can be checked before a process starts; the resolved plan.
+
+    ``target`` is None only with ``--replay`` (the target is the earlier capture's)."""
     options.check()
     cwd = Path(options.cwd or os.getcwd()).expanduser().resolve()
     if not cwd.is_dir():
@@ -147,13 +192,35 @@ def resolve(target: Target, output_dir: str | os.PathLike | None, options: Optio
     python = options.python or sys.executable
     if shutil.which(python) is None:
         raise UsageError(f"--python {python} is not an executable", hint="give a path")
-    target = targets.resolve(target, cwd=cwd, python=python, env=env)
+    extract = None
+    if options.replay is not None:
+        target, extract = extract_mod.from_capture(Path(options.replay).expanduser(), cwd)
+    elif target is None:
+        raise UsageError("no target given", hint="iket profile script.py | -m module | -- COMMAND")
+    else:
+        target = targets.resolve(target, cwd=cwd, python=python, env=env)
+    if options.extract:
+        extract = extract_mod.resolve(
+            options.extract,
+            record=target,
+            calls=options.calls,
+            max_extract=options.max_extract,
+            rank=options.extract_rank,
+            stop_after=options.stop_after,
+            cwd=cwd,
+            python=python,
+        )
     tool = toolchain.find(options.run_iket, env)
-    requested = Path(patterns.expand(os.fspath(output_dir or f"iket-{target.stem}"), env=env))
+    default = (
+        f"iket-{target.stem}" if options.replay is None else f"{Path(options.replay).expanduser()}-replay"
+    )
+    requested = Path(patterns.expand(os.fspath(output_dir or default), env=env))
+    if options.replay is not None:
+        extract_mod.refuse_same(Path(options.replay).expanduser(), cwd / requested, cwd)
     checked = outdir.check(requested, cwd=cwd, clobber=options.clobber)
     if cache["set_by"] == "iket":
         env[NO_CACHE] = "1"
-    plan = Plan(target, options, cwd, env, python, tool, checked, cache)
+    plan = Plan(target, options, cwd, env, python, tool, checked, cache, extract=extract)
     found = trackers.key(tracker_key(plan))
     chosen = trackers.choose(options.tracker, warp_trace=options.warp_trace, found=found, env=env)
     return replace(plan, tracker=chosen)
@@ -179,6 +246,7 @@ def tracker_key(plan: Plan) -> dict[str, object]:
         "cluster_config": trackers.digest(opts.enabled_cluster_config),
         "context_buffer_size": opts.context_buffer_size,
         "target": [trackers.digest(plan.cwd / name) for name in scripts],
+        "extract": None if plan.extract is None else plan.extract.key(),
     }
 
 

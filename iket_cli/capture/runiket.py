@@ -202,9 +202,9 @@ def classify(
 #: itself fails").
 INJECTION_HINT = (
     "run-iket 4.8.1 kills processes that run half-precision (bf16 or fp16) cuBLAS GEMMs, among "
-    "others (README: When run-iket itself fails); capture a process that runs your kernel without "
-    "them (a script that calls only it, with inputs saved from the model), and give --log-level "
-    "info to see the injection's own log"
+    "others (README: When run-iket itself fails); capture only your kernel's calls: add "
+    "--extract MODULE:FUNC (the Python function that launches it), and the model runs once "
+    "without run-iket while the passes replay those calls; --log-level info shows the injection's own log"
 )
 
 

@@ -200,6 +200,46 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     help="Leave CuTe DSL's compile cache on (by default iket sets CUTE_DSL_NO_CACHE=1: "
     "a kernel loaded from the cache is not instrumented).",
 )
+@click.option(
+    "--extract",
+    metavar="MODULE:FUNC",
+    help="Run the workload once without run-iket, save FUNC's chosen calls (arguments and "
+    "result), and capture only a replay of them: for a kernel inside a model.",
+)
+@click.option(
+    "--calls",
+    default="1",
+    show_default=True,
+    metavar="N|A-B|last",
+    help="--extract: which calls of FUNC to save (last: run to the end, keep the last one).",
+)
+@click.option(
+    "--max-extract",
+    default="4G",
+    show_default=True,
+    metavar="SIZE",
+    help="--extract: stop (exit 1) if the saved calls would take more than this.",
+)
+@click.option(
+    "--extract-rank",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="--extract with several processes: the rank that records (without ranks: the first to call FUNC).",
+)
+@click.option(
+    "--stop-after/--no-stop-after",
+    default=True,
+    show_default=True,
+    help="--extract: end the record run once the last chosen call is saved.",
+)
+@click.option(
+    "--replay",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Capture again from the calls saved in capture DIR (no record run; default -o DIR-replay).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the workload's output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show run-iket's own lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest on stdout.")
@@ -213,6 +253,8 @@ def command(ctx: click.Context, **kw: object) -> int:
     iket profile [OPTIONS] pkg.module:func          import a module, call func()
     iket profile [OPTIONS] -m module [ARGS]...      run a module
     iket profile [OPTIONS] -- COMMAND [ARGS]...     run any command
+    iket profile [OPTIONS] TARGET --extract MODULE:FUNC   capture FUNC's call alone
+    iket profile --replay DIR -o NEW                capture DIR's saved calls again
     """
     from ..capture import signals, targets
     from ..capture.tree import become_subreaper
@@ -222,7 +264,11 @@ def command(ctx: click.Context, **kw: object) -> int:
     from ..render.progress import ConsoleReporter
 
     kind, words = ctx.meta.get("iket.workload", ("positional", []))
-    target = targets.parse(kind, words)
+    if kw.get("replay") is not None and words:
+        raise UsageError(
+            "--replay DIR replays DIR's saved calls: give no target", hint="iket profile --replay DIR -o NEW"
+        )
+    target = None if kw.get("replay") is not None else targets.parse(kind, words)
     as_json = bool(kw.pop("as_json"))
     if kw.get("max_buffer") is not None:
         kw["max_buffer"] = parse_size(str(kw["max_buffer"]))

@@ -111,6 +111,7 @@ def command(
     from ..analysis.summary import summarize_capture
     from ..errors import CaptureError
     from ..model.folder import manifest_of
+    from ..model.manifest import replay_line
 
     processes = summarize_capture(capture, by=by, top=top, roles_file=roles_file, **filters)
     tables.RENDERERS[fmt](processes, sys.stdout)
@@ -118,6 +119,8 @@ def command(
         for line in tables.lint_lines(process["findings"]):
             sys.stderr.write(f"{process['process']}: {line}\n")
     record = manifest_of(capture)
+    if record is not None and replay_line(record):
+        sys.stderr.write(f"iket: this capture is {replay_line(record)}\n")
     if record is not None and record["status"] not in ("ok", "suspect"):
         said = (record.get("error") or {}).get("message", "")
         raise CaptureError(

@@ -75,6 +75,26 @@ def instrumented(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return found or list(processes)
 
 
+def replay_line(record: dict[str, Any]) -> str | None:
+    """``a replay of call 3 of kernels:launch ...``: what an ``--extract`` or ``--replay``
+    capture holds, said the same way by the console, ``iket show`` and the report."""
+    extract = record.get("extract")
+    if not isinstance(extract, dict):
+        return None
+    calls = [str(c) for c in extract.get("calls") or []]
+    which = f"call {calls[0]}" if len(calls) == 1 else f"calls {', '.join(calls)}"
+    record_run = extract.get("record") or {}
+    if extract.get("replay_of"):
+        source = f"saved in {extract['replay_of']}"
+    elif record_run.get("seconds") is not None:
+        source = f"recorded in a plain run of {record_run['seconds']:.1f} s"
+    else:
+        source = "recorded in a plain run"
+    differing = [c["call"] for c in (extract.get("replay") or {}).get("calls", []) if not c.get("equal")]
+    check = f"; the result of call {differing[0]} differs from the recorded one" if differing else ""
+    return f"a replay of {which} of {extract.get('function')} ({source}){check}"
+
+
 def write(capture_dir: Path, manifest: dict[str, Any]) -> Path:
     """Write ``manifest.json`` atomically (temporary file, then rename)."""
     errors = validate(manifest)
@@ -148,6 +168,7 @@ _OPTIONAL_TOP = {
     "annotations": _OBJECT_OR_NULL,
     "repeats": (list, type(None)),
     "tracker": (dict,),
+    "extract": _OBJECT_OR_NULL,
 }
 _OPTIONAL_PROCESS = {
     "repeat": (int,),

@@ -12,6 +12,8 @@ MANIFEST_NAME = "manifest.json"
 LOG_NAME = "iket.log"
 #: The warm standby's log (capture/warm.py), kept beside ``iket.log``.
 WARM_LOG_NAME = "warm.log"
+#: ``--extract``: the saved calls of FUNC, inside a capture (capture/extract.py).
+EXTRACT_DIR = "extract"
 #: One JSON line per Python process of the passes, written by the start-up hook.
 PROCS_NAME = "processes.jsonl"
 #: run-iket's ``--enable-stats`` report.

@@ -56,6 +56,7 @@ class Facts:
     drift: list[str] = field(default_factory=list)
     annotations: dict[str, Any] | None = None  # what CuTe DSL wrote beside the trace (collect_annotations)
     repeats: list | None = None  # --repeat N: pipeline.repeats.Repeat, repeat 1 first
+    extract: dict[str, Any] | None = None  # --extract/--replay: the saved calls (capture/extract.py)
 
     @classmethod
     def begin(cls, argv: list[str], t0: float | None = None) -> Facts:
@@ -97,6 +98,7 @@ def manifest(
         finished_at=datetime.now(timezone.utc),
         duration_s=round(time.monotonic() - facts.t0, 3),
         phases={
+            **({"record": (facts.extract.get("record") or {}).get("seconds")} if facts.extract else {}),
             **artifacts.phases_from_stats(staging.capture_dir / STATS_NAME),
             "postprocess": facts.postprocess_s,
             "run_iket": round(ran.duration_s, 3) if ran and ran.error is None else None,
@@ -116,6 +118,7 @@ def manifest(
         annotations=facts.annotations,
         tracker=plan.tracker.record(),
         repeats=None if not facts.repeats else [r.record() for r in facts.repeats],
+        extract=facts.extract,
         processes=processes,
         **extra,
     )
@@ -154,7 +157,7 @@ def keep_evidence(
         error.failed_dir = where
         note = f"evidence kept in {where}"
         if isinstance(error, InjectionCrash):
-            error.details += [*launched_before(where), *injection_warnings(where)]
+            error.details += [*launched_before(where), *injection_warnings(where), *probed(plan, facts)]
     error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
 
@@ -174,6 +177,17 @@ def launched_before(folder: Path, count: int = 4) -> list[str]:
     named = ", ".join(f"{namer(name)} x{n}" for name, n in counts.most_common(count))
     more = f" and {len(counts) - count} more kernel(s)" if len(counts) > count else ""
     return [f"launched before: {named}{more}"]
+
+
+def probed(plan: Plan, facts: Facts) -> list[str]:
+    """What ``iket doctor --gpu`` found for this stack, if it ran here: one line, or a pointer."""
+    from ..capture import probes
+
+    with contextlib.suppress(Exception):  # a diagnosis's extra line never hides the error
+        table = probes.cached(plan.env, probes.stack(plan.tool.version, facts.gpus.result()))
+        if table is not None:
+            return [probes.summary(table)]
+    return ["iket doctor --gpu: not run on this stack yet (it names what this run-iket survives)"]
 
 
 def injection_warnings(folder: Path, count: int = 4) -> list[str]:

@@ -40,6 +40,12 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     "roles": (str,),
     "tracker": (str,),
     "repeat": (int,),
+    # --extract MODULE:FUNC, the calls it saves (N, "A-B", "last") and their size limit
+    "extract": (str,),
+    "calls": (int, str),
+    "max_extract": (int, str),
+    "extract_rank": (int,),
+    "stop_after": (bool,),
     # sbatch options for --executor slurm (SLURM_OPTIONS); a job's table overrides keys of the top one
     "slurm": (dict,),
 }

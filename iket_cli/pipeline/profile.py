@@ -49,7 +49,7 @@ from ..model.vocab import (
     artifacts_for,
     formats_for,
 )
-from . import attempt, repeats, reuse
+from . import attempt, repeats, reuse, saved_calls
 from .attempt import Facts
 from .capture import Capture
 from .decoding import Decoded
@@ -61,7 +61,7 @@ STDIN_SOCKET = "stdin"
 
 
 def profile(
-    target_or_argv: str | os.PathLike | Sequence[str] | Target,
+    target_or_argv: str | os.PathLike | Sequence[str] | Target | None,
     output_dir: str | os.PathLike | None = None,
     *,
     postprocess: str = "all",
@@ -76,7 +76,8 @@ def profile(
     """Capture an IKET timeline of a script, a function, a module or any command.
 
     ``target_or_argv`` is ``"script.py"``, ``"script.py:func"``, ``"pkg.module:func"``, a
-    :class:`~iket_cli.capture.targets.Target`, or a command as a list (``["torchrun", ...]``).
+    :class:`~iket_cli.capture.targets.Target`, or a command as a list (``["torchrun", ...]``);
+    None with ``replay=DIR`` (the calls ``extract=MODULE:FUNC`` saved in capture DIR).
     Further keyword options are the fields of :class:`~iket_cli.capture.plan.Options`
     (``keep``, ``python``, ``run_iket``, ``max_ts_cnt_per_warp``, ``warp_trace``, ...);
     ``cancel``, set from another thread, stops the capture as Ctrl-C would. Raises a
@@ -90,7 +91,8 @@ def profile(
         cwd=Path(cwd) if cwd is not None else None,
         **options,
     )
-    plan = resolve(coerce_target(target_or_argv), output_dir, opts)
+    target = None if target_or_argv is None else coerce_target(target_or_argv)
+    plan = resolve(target, output_dir, opts)
     return run(plan, reporter or Reporter(), cancel)
 
 
@@ -219,6 +221,12 @@ def _capture(
         plan = replace(plan, tracker=trackers.staged(plan.tracker, staging.root / USED_TRACKER))
         facts = replace(facts, run_iket_argv=runiket.profile_argv(plan, staging.capture_dir))
         with attempt.logged(staging, plan, facts.run_iket_argv, reporter) as transcript:
+            if plan.extract is not None:
+                facts = replace(
+                    facts, extract=saved_calls.prepare(plan, staging, transcript, deadline, cancel)
+                )
+                plan = saved_calls.rechosen(plan, staging, staging.root / USED_TRACKER, reporter)
+                facts = replace(facts, run_iket_argv=runiket.profile_argv(plan, staging.capture_dir))
             if ahead is not None:
                 reporter.phase(f"repeat 1 of {plan.options.repeat}")
             with stdin.Forwarder(warm.socket_dir(staging.token) / STDIN_SOCKET) as forwarder:
@@ -250,6 +258,8 @@ def _capture(
                 ahead = None  # closed by repeats.more
                 first = repeats.first(ran, facts.drift)
                 facts = replace(facts, repeats=[first, *more], postprocess_s=decoded.seconds)
+            if facts.extract is not None:
+                facts = replace(facts, extract=saved_calls.checked(facts.extract, staging, transcript))
         if transcript.full is not None:
             raise transcript.full
         published = _publish(plan, staging, facts, formats, reporter, publishing)

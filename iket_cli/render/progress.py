@@ -19,7 +19,7 @@ from ..capture.events import Reporter
 from ..decode.pool import Progress
 from ..decode.tasks import Outcome, Task
 from ..model.folder import Capture
-from ..model.manifest import instrumented
+from ..model.manifest import instrumented, replay_line
 from ..model.names import short
 from ..model.units import human_bytes
 from ..model.vocab import MANIFEST_NAME, TIMER_STEP_NS
@@ -33,8 +33,9 @@ TWICE = (
 #: Kernels named per process in the summary; the rest are counted (a warp trace has dozens).
 SHOWN_KERNELS = 4
 #: On a terminal, each line the workload prints is tagged with the pass that printed it.
-PASS_TAGS = {"tracker": "[tracker pass]", "capture": "[capture pass]"}
+PASS_TAGS = {"record": "[record run]", "tracker": "[tracker pass]", "capture": "[capture pass]"}
 PHASE_LABELS = {
+    "record": "record run (--extract, without run-iket)",
     "tracker": "tracker pass",
     "capture": "capture pass",
     "postprocess": "postprocess",
@@ -146,7 +147,6 @@ class ConsoleReporter(Reporter):
         listed = instrumented(first)
         rows = [_row(capture, p) for p in listed]
         idle = _idle_note([p for p in first if p not in listed])
-        repeated = repeat_line(record)
         if self.fancy:
             self._rich_summary(capture, rows, took, idle)
             return
@@ -154,10 +154,9 @@ class ConsoleReporter(Reporter):
         for pid, kernels, counts, files in rows:
             _say(f"  pid {pid}: {kernels}; {counts}; {files}")
         _say(f"iket: {phase_line(record)}")
-        if repeated:
-            _say(f"iket: {repeated}")
-        if idle:
-            _say(f"iket: {idle}")
+        for line in (replay_line(record), repeat_line(record), idle):  # each where it says something
+            if line:
+                _say(f"iket: {line}")
         for line in _overhead_lines(record):
             _say(f"iket: overhead: {line}")
         _say(f"iket: open {_what_to_open(capture)}")
@@ -176,8 +175,9 @@ class ConsoleReporter(Reporter):
         if idle:
             self._console.print(markup(idle))
         self._console.print(markup(phase_line(capture.manifest)))
-        if repeat_line(capture.manifest):
-            self._console.print(markup(repeat_line(capture.manifest)))
+        for line in (repeat_line(capture.manifest), replay_line(capture.manifest)):
+            if line:
+                self._console.print(markup(line))
         for line in _overhead_lines(capture.manifest):
             self._console.print(f"overhead: {markup(line)}")
         self._console.print(f"open [bold]{markup(_what_to_open(capture))}[/]")

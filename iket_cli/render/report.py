@@ -34,6 +34,7 @@ from ..model import atomic, outputs
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles, dags_for, roles_for
 from ..model.folder import Beside, find_traces, manifest_of, mode_of, process_label
+from ..model.manifest import replay_line
 from ..model.names import Namer
 from ..model.vocab import ARTIFACTS, PAYLOAD_TYPES, stem
 from . import report_data
@@ -187,6 +188,7 @@ def _meta(record: dict[str, Any] | None) -> dict[str, Any]:
         "versions": {k: v for k, v in versions.items() if k != "gpus"},
         "processes": len(record.get("processes", [])),
         **({"repeats": _repeats(record)} if spread.repeated(record) else {}),
+        "extract": replay_line(record),
     }
 
 

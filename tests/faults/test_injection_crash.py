@@ -95,3 +95,26 @@ def test_the_kernels_launched_before_are_named_when_run_iket_recorded_them(tmp_p
     [line] = attempt.launched_before(tmp_path)
     assert line.startswith("launched before: ") and "scale_loop_kernel x3" in line
     assert line.endswith(" and 10 more kernel(s)"), "14 kernels: the 4 launched most, then a count"
+
+
+def test_the_diagnosis_quotes_iket_doctor_gpu_for_this_stack(harness):
+    """With a probe table cached for this stack, the crash's diagnosis says what it found;
+    without one, it says how to get it."""
+    import os
+
+    from iket_cli.capture import probes, toolchain
+
+    _workload(harness, "    os.abort()\n")
+    result = harness.profile("-o", "cap2", "crash.py:workload")
+    assert "iket doctor --gpu: not run on this stack yet" in result.stderr, result
+    shutil.rmtree(harness.work / "cap2.failed")
+    env = harness.env()
+    version = toolchain.find(str(harness.double), env).version
+    verdicts = [
+        probes.Verdict("bf16 GEMM", probes.KILLED, "", 1.0),
+        probes.Verdict("fp32 GEMM", probes.SURVIVES, "", 1.0),
+    ]
+    probes.store(env, probes.stack(version, []), verdicts)
+    quoted = harness.profile("-o", "cap2", "crash.py:workload")
+    assert "this stack): killed or failed: bf16 GEMM; survived: fp32 GEMM" in quoted.stderr, quoted
+    assert os.environ.get("IKET_CACHE_DIR")

@@ -9,7 +9,8 @@ imported torch (nothing heavy is ever imported here). Where the process compiles
 kernels, it also writes each event name's payload type as the kernel is traced (one line per
 distinct op, name and type): IKET keeps one payload type per name and reads every value with
 it, so a name given an Int32 in one place and a Float32 in another comes back misread, and
-only the compile can tell. Then it hands over to the next ``sitecustomize`` on the path, if the
+only the compile can tell. In ``--extract``'s record run it also wraps the function whose
+calls are recorded (``iket_extract.py``). Then it hands over to the next ``sitecustomize`` on the path, if the
 environment has one. It must never break the workload: every failure is swallowed.
 """
 
@@ -164,6 +165,16 @@ def _install():
     atexit.register(_safe, _device)
 
 
+def _extract():
+    """``--extract``'s record run: wrap FUNC (see iket_extract.py). Not swallowed: a failure
+    here would leave the record run without its recording, which the CLI must hear of."""
+    import iket_extract
+
+    iket_extract.install()
+
+
 if os.environ.get("IKET_CLI_PROCS"):
     _safe(_install)
+if os.environ.get("IKET_CLI_EXTRACT"):
+    _extract()
 _safe(_chain)

@@ -1,0 +1,201 @@
+"""``iket doctor --gpu``: which workloads the installed run-iket survives on this GPU.
+
+run-iket 4.8.1 kills a process that runs a half-precision cuBLAS GEMM (RUN_IKET_NOTES.md),
+and nothing in its output says so. Each probe here is a tiny workload — an elementwise
+kernel, GEMMs in fp32, bf16 and fp16, attention, and an instrumented TIRx and CuTe DSL
+kernel where those are installed — run under the installed run-iket (its two passes, raw
+output only) in its own process tree with a timeout. A probe *survives* when it printed its
+last line and no pass died by a signal. The table is cached per stack (run-iket, driver,
+torch and its CUDA), so the diagnosis of a crashed capture can quote it without a GPU run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..model import atomic, jsonio
+from . import spawn, sysinfo, toolchain, trackers
+from .tree import kill_tree
+
+PROBE_TIMEOUT_S = 240
+#: Probes at once: each holds a small part of the GPU for seconds.
+PARALLEL = 4
+DONE = "iket-probe: done"
+SURVIVES, KILLED, FAILED, TIMEOUT, SKIPPED = "survives", "killed", "failed", "timeout", "skipped"
+_TORCH = "import torch\nx = torch.randn(512, 512, device='cuda'{dtype})\n"
+_CUTE = """
+import cutlass, cutlass.cute as cute, torch
+from cutlass.cute.runtime import from_dlpack
+@cute.kernel
+def k(gX: cute.Tensor):
+    i, _, _ = cute.arch.thread_idx()
+    cute.experimental.iket.range_push("probe")
+    gX[i] = gX[i] + cutlass.Float32(1.0)
+    cute.experimental.iket.range_pop()
+@cute.jit
+def launch(mX: cute.Tensor):
+    k(mX).launch(grid=(1, 1, 1), block=(32, 1, 1))
+x = torch.zeros(32, device="cuda")
+cute.compile(launch, from_dlpack(x))(from_dlpack(x))
+"""
+_TIRX = """
+import torch
+from tvm_tirx.backend.cuda.iket import IketProfiler
+from tvm_tirx.script import tirx as T
+@T.function
+def k(A: T.Tensor((32,), T.float32)):
+    with T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32)):
+        profiler = IketProfiler()
+        profiler.range_push("probe")
+        A[T.cuda.thread_idx("x")] = T.float32(1)
+        profiler.range_pop()
+x = torch.zeros(32, device="cuda")
+IketProfiler().compile(k, target="cuda")(x)
+"""
+#: name -> (the package it needs, its code). The last line printed is DONE.
+PROBES: dict[str, tuple[str, str]] = {
+    "elementwise": ("torch", _TORCH.format(dtype="") + "y = x * 2 + 1\n"),
+    "fp32 GEMM": ("torch", _TORCH.format(dtype="") + "y = x @ x\n"),
+    "bf16 GEMM": ("torch", _TORCH.format(dtype=", dtype=torch.bfloat16") + "y = x @ x\n"),
+    "fp16 GEMM": ("torch", _TORCH.format(dtype=", dtype=torch.float16") + "y = x @ x\n"),
+    "bf16 SDPA": (
+        "torch",
+        "import torch\nq = torch.randn(2, 4, 128, 64, device='cuda', dtype=torch.bfloat16)\n"
+        "y = torch.nn.functional.scaled_dot_product_attention(q, q, q)\n",
+    ),
+    "TIRx kernel": ("tvm_tirx", _TIRX),
+    "CuTe DSL kernel": ("cutlass", _CUTE),
+}
+#: Every probe ends so: its kernels finished (synchronised), then the line that says it survived.
+_END = (
+    "import sys\nif 'torch' in sys.modules:\n    sys.modules['torch'].cuda.synchronize()\n"
+    f"print({DONE!r}, flush=True)\n"
+)
+_ABNORMAL = re.compile(r"exits abnormally with return code: (-?\d+)")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One probe's outcome."""
+
+    name: str
+    verdict: str  # SURVIVES, KILLED, FAILED, TIMEOUT or SKIPPED
+    detail: str
+    seconds: float
+
+
+def stack(run_iket_version: str | None, gpus: list[dict[str, str]]) -> dict[str, Any]:
+    """What a probe table holds for: run-iket, the driver, torch (its version names its CUDA)."""
+    from importlib import metadata
+
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch = None
+    driver = sorted({g.get("driver") for g in gpus if g.get("driver")})
+    return {"run_iket": run_iket_version, "driver": driver, "torch": torch}
+
+
+def cache_file(env: dict[str, str], of: dict[str, Any]) -> Path:
+    return trackers.cache_root(env) / "gpu-probes" / f"{trackers.key(of)}.json"
+
+
+def cached(env: dict[str, str], of: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached probe table of this stack, if there is one."""
+    try:
+        return jsonio.read(cache_file(env, of))
+    except (OSError, ValueError):
+        return None
+
+
+def run_all(tool: toolchain.RunIket, env: dict[str, str], python: str) -> list[Verdict]:
+    """Every probe, :data:`PARALLEL` at a time, each under run-iket in a process tree of its own."""
+    from importlib.util import find_spec
+
+    with tempfile.TemporaryDirectory(prefix="iket-probes-") as scratch:
+        jobs = {}
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            for number, (name, (package, code)) in enumerate(PROBES.items()):
+                if find_spec(package) is None:
+                    continue
+                folder = Path(scratch) / str(number)
+                jobs[name] = pool.submit(_probe, name, code, tool, env, python, folder)
+        found = {name: job.result() for name, job in jobs.items()}
+    return [
+        found.get(name, Verdict(name, SKIPPED, f"{package} is not installed", 0.0))
+        for name, (package, _) in PROBES.items()
+    ]
+
+
+def store(env: dict[str, str], of: dict[str, Any], verdicts: list[Verdict]) -> dict[str, Any]:
+    """Cache the table for this stack; what was cached."""
+    table = {
+        "stack": of,
+        "probed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "probes": [asdict(v) for v in verdicts],
+    }
+    path = cache_file(env, of)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write(path, json.dumps(table, indent=1))
+    except OSError:
+        pass  # the table is still shown; the next run probes again
+    return table
+
+
+def summary(table: dict[str, Any]) -> str:
+    """One line: what the installed run-iket killed and what it survived, and when."""
+    probes = table.get("probes") or []
+    killed = [p["name"] for p in probes if p.get("verdict") in (KILLED, FAILED, TIMEOUT)]
+    survived = [p["name"] for p in probes if p.get("verdict") == SURVIVES]
+    said = f"killed or failed: {', '.join(killed) or 'none'}; survived: {', '.join(survived) or 'none'}"
+    return f"iket doctor --gpu ({table.get('probed_at', '?')}, this stack): {said}"
+
+
+def _probe(name: str, code: str, tool: toolchain.RunIket, env: dict[str, str], python: str, folder: Path):
+    folder.mkdir(parents=True)
+    script = folder / "probe.py"
+    script.write_text(code + _END)
+    argv = [tool.path, "--output-dir", str(folder / "out"), "profile", "--postprocess", "none", "--",
+            python, str(script)]  # fmt: skip
+    start = time.monotonic()
+    proc = spawn.start(argv, env=tool.child_env(env), cwd=folder, stdout=spawn.PIPE, stderr=spawn.STDOUT,
+                       new_session=True, text=True)  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=PROBE_TIMEOUT_S)
+    except spawn.TimeoutExpired:
+        kill_tree(proc)
+        proc.communicate()
+        return Verdict(
+            name, TIMEOUT, f"no end within {PROBE_TIMEOUT_S} s", round(time.monotonic() - start, 1)
+        )
+    seconds = round(time.monotonic() - start, 1)
+    return _verdict(name, out or "", seconds)
+
+
+def _verdict(name: str, out: str, seconds: float) -> Verdict:
+    """A probe's verdict from run-iket's output (both passes' lines and the workload's)."""
+    crashed = _ABNORMAL.search(out)
+    if crashed and int(crashed.group(1)) < 0:
+        from .runiket import status_text
+
+        return Verdict(name, KILLED, f"the workload died, status {status_text(crashed.group(1))}", seconds)
+    if DONE in out:
+        return Verdict(name, SURVIVES, "ran to its end under run-iket", seconds)
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    own = [line for line in lines if not line.startswith("[run-iket]")]  # the workload's error first
+    said = (own or lines or ["no output"])[-1]
+    return Verdict(name, FAILED, said[:200], seconds)
+
+
+def gpus() -> list[dict[str, str]]:
+    """This machine's GPUs and driver (nvidia-smi), for the stack's key."""
+    return sysinfo.query_gpus()

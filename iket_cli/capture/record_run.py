@@ -1,0 +1,145 @@
+"""``--extract``'s record run: the workload once, without run-iket, while FUNC's calls are saved.
+
+The start-up hook (``_hook/iket_extract.py``) wraps FUNC and saves the chosen calls into
+the folder given; this module runs the workload (through the shim, as a pass would, under
+``--timeout``, Ctrl-C and the watchdog: its processes carry the capture's mark), stops its
+tree once the last chosen call is saved, and says in one line what went wrong otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, ExitCode
+from ..model.units import human_bytes
+from . import runner, tree
+from ._hook.iket_saved import SPEC_ENV, UNSAVEABLE
+from .extract import Extract, read_index, record_facts
+from .hook import hook_env
+from .targets import Target
+
+#: The record run's processes, as the start-up hook names them.
+RECORD_PROCS = "record-processes.jsonl"
+
+
+def run_record(
+    extract: Extract,
+    record: Target,
+    *,
+    python: str,
+    env: dict[str, str],
+    cwd: Path,
+    folder: Path,
+    token: str,
+    procs: Path,
+    on_line: Any,
+    deadline: float | None,
+    limit_s: float | None,
+    cancel: threading.Event | None,
+    on_tick: Any = None,
+) -> dict[str, Any]:
+    """Run the workload once without run-iket, recording FUNC's chosen calls into ``folder``.
+
+    Returns the record's facts for the manifest; raises a one-line error otherwise (exit 1;
+    2 for an argument that cannot be saved), or the timeout or interrupt that stopped it.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = extract.spec(folder)
+    run_env = hook_env({**env, SPEC_ENV: json.dumps(spec), tree.MARK_ENV: token}, procs)
+    stop = threading.Event()
+    watch = extract.stop_after and extract.calls != "last"
+
+    def tick() -> None:
+        if on_tick is not None:
+            on_tick()
+        if watch and read_index(folder).get("complete"):
+            stop.set()  # the recording process has ended itself: the rest of the tree goes
+
+    start = time.monotonic()
+    timeout = None if deadline is None else max(deadline - start, 0.001)
+    try:
+        done = runner.run_streaming(
+            record.workload_argv(python),
+            env=run_env,
+            cwd=cwd,
+            on_line=on_line,
+            timeout=timeout,
+            limit_s=limit_s,
+            stop=stop,
+            cancel=cancel,
+            on_tick=tick,
+        )
+        returncode, tail = done.returncode, done.tail
+    except runner.Stopped as stopped:
+        returncode, tail = 0, stopped.tail
+    except (CaptureTimeout, CaptureInterrupted) as error:
+        error.message = f"the record run: {error.message}"
+        error.phase = "record"
+        raise
+    seconds = round(time.monotonic() - start, 3)
+    return _outcome(extract, folder, returncode, tail, seconds)
+
+
+def _outcome(extract: Extract, folder: Path, returncode: int, tail: list, seconds: float) -> dict[str, Any]:
+    index = read_index(folder)
+    problem = index.get("error") or {}
+    if problem:
+        _clear(folder)
+        code = (
+            ExitCode.USAGE
+            if problem.get("kind") == "unsaveable" or returncode == UNSAVEABLE
+            else ExitCode.FAILED
+        )
+        hint = (
+            f"raise --max-extract (now {human_bytes(extract.max_bytes)}), or choose a smaller call"
+            if problem.get("kind") == "over"
+            else "pass FUNC tensors, arrays, nn.Modules or picklable values; or extract a function below it"
+        )
+        raise CaptureError(
+            f"--extract {extract.function}: {problem.get('message')}",
+            phase="record",
+            hint=hint,
+            exit_code=code,
+        )
+    wanted = 1 if extract.calls == "last" else len(extract.calls)
+    saved = index.get("calls") or []
+    stopped = extract.stop_after and extract.calls != "last" and index.get("complete")
+    if len(saved) == wanted and (stopped or returncode == 0):  # stopped by iket: its status is not the run's
+        return record_facts(index, seconds)
+    if returncode != 0:
+        from .runiket import last_lines  # runiket reads the plan, which reads this module
+
+        raise CaptureError(
+            f"the record run failed with status {returncode}"
+            + ("" if saved else f" before {extract.function} was recorded"),
+            phase="record",
+            hint="it ran without run-iket: fix the workload first (its output is in the log)",
+            details=last_lines(tail),
+        )
+    seen = int(index.get("seen") or 0)
+    times = "never called" if not seen else f"called {seen} time{'s' if seen > 1 else ''}"
+    need = (
+        ""
+        if extract.calls == "last"
+        else f"; --calls {_calls_word(extract.calls)} needs {max(extract.calls)}"
+    )
+    raise CaptureError(
+        f"{extract.function} was {times} in the record run{need}",
+        phase="record",
+        hint="check that the workload calls FUNC (the module and name as it imports them), or choose --calls",
+    )
+
+
+def _calls_word(calls: tuple[int, ...]) -> str:
+    return str(calls[0]) if len(calls) == 1 else f"{calls[0]}-{calls[-1]}"
+
+
+def _clear(folder: Path) -> None:
+    """Nothing of a refused recording stays (its index says why, for the evidence)."""
+    for path in folder.glob("call-*"):
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,111 @@
+"""``--extract`` and ``--replay`` in a capture: the saved calls before the passes, their check after.
+
+Before the passes, the record run saves FUNC's chosen calls (``--extract``), or the earlier
+capture's saved calls are copied (``--replay DIR``), into the staging folder's
+``extract/``, which the passes' replay process reads and the capture publishes. After the
+passes, what the replay found when it compared its results with the recorded ones goes
+into the manifest, and a difference is said (the capture stays valid: FUNC read state its
+arguments do not carry).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..capture import extract, record_run, trackers
+from ..capture.events import Reporter
+from ..capture.passes import Transcript
+from ..capture.plan import Plan, tracker_key
+from ..capture.runner import Line
+from ..capture.staging import Staging
+from ..model.vocab import EXTRACT_DIR
+from . import reuse
+
+
+def prepare(
+    plan: Plan,
+    staging: Staging,
+    transcript: Transcript,
+    deadline: float | None,
+    cancel: threading.Event | None,
+) -> dict[str, Any]:
+    """The saved calls in ``staging``, recorded or copied; the manifest's ``extract`` record."""
+    assert plan.extract is not None
+    folder = staging.root / EXTRACT_DIR
+    chosen = plan.extract
+    if chosen.replay_of is not None:
+        facts = extract.copy_saved(chosen, folder)
+        transcript.reporter.info(
+            f"replaying {_calls(facts)} of {chosen.function} saved in {chosen.replay_of}"
+        )
+        return facts
+    transcript.reporter.phase("record")
+    transcript.note(f"record run of {plan.target.describe()}: {chosen.function}, {chosen.describe_calls()}")
+
+    def line(text: Line) -> None:
+        transcript.write(text.text)
+        if not text.stopping:
+            transcript.reporter.output(text.text, tool=False)
+
+    facts = record_run.run_record(
+        chosen,
+        plan.target,
+        python=plan.python,
+        env=plan.env,
+        cwd=plan.cwd,
+        folder=folder,
+        token=staging.token,
+        procs=staging.root / record_run.RECORD_PROCS,
+        on_line=line,
+        deadline=deadline,
+        limit_s=plan.options.timeout,
+        cancel=cancel,
+        on_tick=staging.recorder.update,
+    )
+    transcript.reporter.info(
+        f"recorded {_calls(facts)} of {chosen.function} ({facts['bytes'] / 1e6:.1f} MB) in "
+        f"{facts['record']['seconds']:.1f} s; the passes replay only that"
+    )
+    return facts
+
+
+def rechosen(plan: Plan, staging: Staging, into: Path, reporter: Reporter) -> Plan:
+    """``--extract``'s plan once the calls are saved: the tracker pass chosen again, by the
+    saved calls' signature (capture/extract.Extract.key), so that a cached one is reused."""
+    assert plan.extract is not None
+    if plan.extract.replay_of is not None or plan.tracker.mode not in (trackers.FRESH, "reused"):
+        return plan  # --replay knew its signature from the start; --tracker DIR is the user's
+    plan = replace(plan, extract=replace(plan.extract, saved=extract.signature(staging.root / EXTRACT_DIR)))
+    found = trackers.key(tracker_key(plan))
+    chosen = trackers.choose(
+        plan.options.tracker, warp_trace=plan.options.warp_trace, found=found, env=plan.env
+    )
+    if chosen.mode == "reused":
+        reporter.info(
+            f"reusing the tracker pass of an earlier capture of these calls ({reuse.age(chosen)}): "
+            "the replay runs once (--tracker fresh runs both passes)"
+        )
+    return replace(plan, tracker=trackers.staged(chosen, into))
+
+
+def checked(facts: dict[str, Any], staging: Staging, transcript: Transcript) -> dict[str, Any]:
+    """``facts`` with the replay's comparison; a difference is warned about."""
+    check = extract.replay_check(staging.root / EXTRACT_DIR)
+    differing = [c for c in (check or {}).get("calls", []) if not c.get("equal")]
+    if differing:
+        first = differing[0]
+        transcript.reporter.warn(
+            f"the replay's result of call {first['call']} of {facts['function']} differs from the recorded "
+            f"one: {'; '.join(first.get('differences') or [])}",
+            "FUNC reads state its arguments do not carry (a global, a cache, a random generator); "
+            "the capture is valid but may not match the model's call",
+        )
+    return {**facts, "replay": check}
+
+
+def _calls(facts: dict[str, Any]) -> str:
+    calls = facts.get("calls") or []
+    return f"call {calls[0]}" if len(calls) == 1 else f"calls {', '.join(map(str, calls))}"
