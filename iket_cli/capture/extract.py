@@ -246,7 +246,7 @@ def copy_saved(extract: Extract, folder: Path) -> dict[str, Any]:
     """``--replay``: the earlier capture's saved calls, copied into this capture's ``folder``."""
     assert extract.replay_of is not None
     source = extract.replay_of / EXTRACT_DIR
-    shutil.copytree(source, folder, ignore=shutil.ignore_patterns(CHECK, ".owner"))
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns(CHECK))
     facts = record_facts(read_index(folder), None)
     facts["record"] = None
     facts["replay_of"] = str(extract.replay_of)

@@ -116,8 +116,6 @@ class Options:
             raise UsageError(
                 "--extract and --replay cannot go together", hint="--replay reuses DIR's FUNC and calls"
             )
-        if self.extract or self.replay is not None:
-            return
         given = [
             name
             for name, on in (
@@ -128,7 +126,11 @@ class Options:
             )
             if on
         ]
-        if given:
+        if given and self.replay is not None:
+            raise UsageError(
+                f"{given[0]} does not go with --replay", hint="--replay replays DIR's saved calls"
+            )
+        if given and not self.extract:
             raise UsageError(
                 f"{given[0]} needs --extract MODULE:FUNC", hint="add --extract, or drop the option"
             )

@@ -18,9 +18,10 @@ from typing import Any
 from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, ExitCode
 from ..model.units import human_bytes
 from . import runner, tree
-from ._hook.iket_saved import SPEC_ENV, UNSAVEABLE
+from ._hook.iket_saved import OWNER, SPEC_ENV, UNSAVEABLE
 from .extract import Extract, read_index, record_facts
 from .hook import hook_env
+from .runiket import last_lines
 from .targets import Target
 
 #: The record run's processes, as the start-up hook names them.
@@ -110,10 +111,9 @@ def _outcome(extract: Extract, folder: Path, returncode: int, tail: list, second
     saved = index.get("calls") or []
     stopped = extract.stop_after and extract.calls != "last" and index.get("complete")
     if len(saved) == wanted and (stopped or returncode == 0):  # stopped by iket: its status is not the run's
+        (folder / OWNER).unlink(missing_ok=True)  # which process recorded is in the index
         return record_facts(index, seconds)
     if returncode != 0:
-        from .runiket import last_lines  # runiket reads the plan, which reads this module
-
         raise CaptureError(
             f"the record run failed with status {returncode}"
             + ("" if saved else f" before {extract.function} was recorded"),

@@ -153,7 +153,11 @@ def test_records_the_chosen_call_and_the_passes_replay_only_it(work, double):
     assert args[0].tolist() == [10.0 + i for i in range(8)]
     assert args[1].tolist() == [0.0] * 8, "saved before FUNC wrote into it"
     assert kwargs == {"scale": 3.0, "note": {"step": 1}}
-    assert (work / "cap" / "extract" / "calls.json").is_file()
+    assert sorted(p.name for p in (work / "cap" / "extract").iterdir()) == [
+        "call-2",
+        "calls.json",
+        "replay.json",
+    ]
     assert "a replay of call 2 of kernels:launch" in result.stderr
 
 
@@ -209,6 +213,8 @@ def test_replay_captures_again_from_the_saved_calls(work, double):
     assert same.code == 2 and "would replace the one it replays" in same.stderr, same
     default = extract(double, work, "--replay", "cap")
     assert default.code == 0 and manifest.read(work / "cap-replay")["extract"]["replay_of"], default
+    with_calls = extract(double, work, "--replay", "cap", "--calls", "3", "-o", "x")
+    assert with_calls.code == 2 and "--calls does not go with --replay" in with_calls.stderr, with_calls
     with_target = extract(double, work, "model.py", "--replay", "cap", "-o", "x")
     assert with_target.code == 2 and "give no target" in with_target.stderr, with_target
     plain = extract(double, work, "model.py", "-o", "plain", env={"STEPS": "1"})

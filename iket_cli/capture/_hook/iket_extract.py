@@ -22,7 +22,18 @@ import os
 import shutil
 import sys
 
-from iket_saved import INDEX, SPEC_ENV, UNSAVEABLE, OverLimit, Unsaveable, describe, probe, save, write_json
+from iket_saved import (
+    INDEX,
+    OWNER,
+    SPEC_ENV,
+    UNSAVEABLE,
+    OverLimit,
+    Unsaveable,
+    describe,
+    probe,
+    save,
+    write_json,
+)
 from iket_tirx import TIRX_IKET, plain
 
 #: The rank variables of torchrun, MPI and Slurm, in the order they are believed.
@@ -85,8 +96,6 @@ class Recorder:
 
     def fail(self, error):
         """Stop the process: nothing saved stays, the index says why."""
-        for record in self.saved:
-            shutil.rmtree(os.path.join(self.folder, record["folder"]), ignore_errors=True)
         for name in os.listdir(self.folder):
             if name.startswith("call-"):
                 shutil.rmtree(os.path.join(self.folder, name), ignore_errors=True)
@@ -124,7 +133,7 @@ def _claim(spec):
     if rank is not None and rank != spec.get("rank", 0):
         return False
     try:
-        fd = os.open(os.path.join(spec["dir"], ".owner"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(os.path.join(spec["dir"], OWNER), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         return False
     os.write(fd, str(os.getpid()).encode())

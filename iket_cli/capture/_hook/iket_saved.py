@@ -19,6 +19,8 @@ SPEC_ENV = "IKET_CLI_EXTRACT"
 #: Where the replay finds the saved calls (the capture's ``extract/`` folder).
 DIR_ENV = "IKET_CLI_EXTRACT_DIR"
 INDEX = "calls.json"
+#: Created by the process that records (the first to call FUNC of the chosen rank).
+OWNER = ".owner"
 #: The replay's comparison of its results with the recorded ones.
 CHECK = "replay.json"
 #: The exit status of a record run whose argument could not be saved (the CLI reads the index).
