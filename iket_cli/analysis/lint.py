@@ -48,6 +48,10 @@ PAYLOAD_HINT = (
     "give each event name one payload type (a range_end the same as its range_start): "
     "its values are read together"
 )
+UNPAIRED_HINT = (
+    "give both stages a payload (the tile or stage index: range_start(name, payload)) so that iket "
+    "pairs them by it, or let every warp of both stages run as many instances"
+)
 CACHE_HINT = (
     "a kernel loaded from a compile cache is not instrumented: set CUTE_DSL_NO_CACHE=1 or "
     "CUTE_DSL_DISABLE_FILE_CACHING=1 for CuTe DSL, or clear the TIRx cache"
@@ -67,11 +71,17 @@ class Finding:
 
 def lint_file(path: Path, trace: Trace) -> list[Finding]:
     """:func:`lint` of the trace at ``path`` with what its capture folder adds: the payload
-    types compiled, the raw capture's counts, or else the raw findings recorded at capture."""
+    types compiled, the raw capture's counts, or else the raw findings recorded at capture,
+    and the DAG edges whose arrows no rule could pair."""
+    from ..model.annotations import dags_for
+    from .flows import pair
+
     found = beside(path)
     raw = rawevents.read(found.raw) if found.raw else None
     sites = (found.process or {}).get("payload_sites")
-    findings = lint(trace, raw=raw, sites=sites, mode=found.mode)
+    dags = dags_for(path)
+    unpaired = pair(trace, dags).undecided if dags else []
+    findings = lint(trace, raw=raw, sites=sites, mode=found.mode, unpaired=unpaired)
     if raw is None:
         findings += [
             Finding(f["code"], f["kernel"], f["message"], f["hint"])
@@ -87,12 +97,15 @@ def lint(
     raw: rawevents.RawEvents | None = None,
     sites: list[dict[str, Any]] | None = None,
     mode: str | None = None,
+    unpaired: list | None = None,
 ) -> list[Finding]:
     """Every finding for ``trace``, kernel by kernel, in launch order; ``raw`` (the raw
     capture's event counts) adds ``unmatched``, ``sites`` (the payload types compiled)
     the ``payload-type`` findings the trace cannot show. ``mode`` is the capture's
-    (vocab.MODES; None: unknown, then a trace without any event is taken for a warp trace)."""
+    (vocab.MODES; None: unknown, then a trace without any event is taken for a warp trace).
+    ``unpaired`` (analysis/flows.Undecided) are DAG edges no rule could pair: ``unpaired-edge``."""
     findings: list[Finding] = _compiled_payload_types(trace, sites or [])
+    findings += [_unpaired(u) for u in unpaired or []]
     kernels: dict[str, list] = {}
     events = mode_of(trace, mode) != WARP_TRACE
     for number, launch in enumerate(trace.launches):
@@ -149,6 +162,19 @@ def lint(
                 )
             )
     return findings
+
+
+def _unpaired(undecided) -> Finding:
+    """A DAG edge drawn without arrows somewhere: said by name, with the counts that stopped it."""
+    return Finding(
+        "unpaired-edge",
+        undecided.kernel,
+        f"DAG edge {undecided.label}: no arrows in {undecided.ctas} CTA(s) of launch {undecided.launch} of "
+        f"{short_name(undecided.kernel)}: instances per warp differ ({undecided.label.split(' -> ')[0]}: "
+        f"{', '.join(map(str, undecided.source_counts))}; {undecided.label.split(' -> ')[1]}: "
+        f"{', '.join(map(str, undecided.target_counts))}) and not every instance carries a payload",
+        UNPAIRED_HINT,
+    )
 
 
 def _has_events(launch) -> bool:

@@ -63,9 +63,11 @@ def finish(
                 raise
             continue  # an unreadable trace is iket show's to report
         raw = rawevents.read(capture_dir / raw_manifest(process["pid_hex"]))
-        found = lint_mod.lint(loaded, raw=raw, sites=process.get("payload_sites"), mode=mode)
+        paired = flows_mod.pair(loaded, dags) if dags else flows_mod.Pairing()
+        sites = process.get("payload_sites")
+        found = lint_mod.lint(loaded, raw=raw, sites=sites, mode=mode, unpaired=paired.undecided)
         findings = (findings or []) + [{"process": process["pid_hex"], **f.to_dict()} for f in found]
-        arrows = flows_mod.flows(loaded, dags) if dags else []
+        arrows = flows_mod.capped(paired.arrows)
         if arrows:
             process["flows"] = _write_flows(capture_dir, process, loaded, arrows)
         if report:
