@@ -19,7 +19,7 @@ from ..model.artifacts import untraced as raw_untraced
 from ..model.folder import Beside, beside, find_traces, manifest_of
 from ..model.names import Namer, demangle, matches
 from ..model.trace import Launch, Trace
-from ..model.vocab import GROUPINGS, ROLES_NAME
+from ..model.vocab import GROUPINGS, RANGE_TYPES, ROLES_NAME
 from . import enclosing
 from . import launches as launches_mod
 from . import lint as lint_mod
@@ -36,6 +36,8 @@ class RangeRow:
     durations: Stats
     share_of_warp_time: float | None
     spread: Spread | None = None  # a repeated capture: the per-repeat medians (analysis.spread)
+    #: ``push/pop`` (range_push/range_pop), ``start/end`` (token ranges), or both, ``+``-joined
+    range_type: str = ""
 
 
 @dataclass
@@ -70,12 +72,14 @@ def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
     import numpy as np
 
     durations: dict[int, list] = defaultdict(list)
+    kinds: dict[int, list] = defaultdict(list)
     offsets: dict[int, list] = defaultdict(list)
     counts: Counter[int] = Counter()
     warp_times = []
     for launch in launches:
         r, w = launch.ranges, launch.warps
         _group(_ints(r.name), _ints(r.end) - _ints(r.start), durations)
+        _group(_ints(r.name), _ints(r.kind), kinds)
         warp_times.append(_ints(w.end) - _ints(w.start))
         counts.update(Counter(launch.markers.name))
         _mark_offsets(launch, offsets)
@@ -84,7 +88,8 @@ def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
     for idx, parts in durations.items():
         values = np.concatenate(parts)
         share = int(values.sum()) / warp_total if warp_total else None
-        ranges.append(RangeRow(trace.name(idx), stats(values), share))
+        types = "+".join(RANGE_TYPES.get(int(k), str(int(k))) for k in np.unique(np.concatenate(kinds[idx])))
+        ranges.append(RangeRow(trace.name(idx), stats(values), share, range_type=types))
     markers = [
         MarkerRow(trace.name(idx), counts[idx], stats(np.concatenate(offsets[idx]) if idx in offsets else []))
         for idx in counts

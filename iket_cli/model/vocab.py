@@ -172,6 +172,8 @@ SLURM_DIR = ".iket-slurm"
 #: overlap others and span loop iterations) or a stack range (``range_push``/``range_pop``).
 START_END = 1
 PUSH_POP = 2
+#: How ``iket show`` and the report name the two range types (SQL's ``ranges.kind`` is the code).
+RANGE_TYPES = {START_END: "start/end", PUSH_POP: "push/pop"}
 #: ``payloadType`` codes (the decoder's ``IketEvtPayloadType``) and how iket names them.
 PAYLOAD_TYPES = {
     0: None,

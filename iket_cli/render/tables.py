@@ -36,6 +36,7 @@ def flat_rows(processes: list[dict]) -> list[dict]:
                         **base,
                         "kind": "range",
                         "name": row.name,
+                        "range_type": row.range_type,
                         **_stat_cells(row.durations),
                         "share_of_warp_time": row.share_of_warp_time,
                         "at_resolution_limit": row.durations.at_resolution_limit,
@@ -93,6 +94,7 @@ COLUMNS = (
     "symbol",
     "kind",
     "name",
+    "range_type",
     "count",
     "total_ns",
     "mean_ns",
@@ -182,6 +184,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
             table = Table(title=title, title_justify="left")
             for column in (
                 "range",
+                "type",
                 "count",
                 "total",
                 "mean",
@@ -193,7 +196,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                 "of warp time",
                 *(("p50 per repeat", "cv") if spread else ()),
             ):
-                table.add_column(column, justify="left" if column == "range" else "right")
+                table.add_column(column, justify="left" if column in ("range", "type") else "right")
             for row in kernel.ranges:
                 d = row.durations
                 mark = " *" if d.at_resolution_limit else ""
@@ -201,6 +204,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                 share = "-" if row.share_of_warp_time is None else f"{row.share_of_warp_time:.1%}"
                 table.add_row(
                     markup(row.name) + mark,
+                    row.range_type,
                     f"{d.count:,}",
                     duration(d.total),
                     duration(d.mean),
@@ -217,6 +221,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                 off = marker.offset_from_range
                 table.add_row(
                     f"mark {markup(marker.name)}",
+                    "",
                     f"{marker.count:,}",
                     "",
                     "",

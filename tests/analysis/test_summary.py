@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from iket_cli.analysis import enclosing, summary
 from iket_cli.model import trace
 
-from conftest import write_trace
+from conftest import FIXTURES, run_iket, write_trace
 
 NAMES = ["mainloop", "epilogue", "load", "mark_a", "mark_b"]
 STEP = 32
@@ -169,3 +169,27 @@ def held_offsets(launch, pairs) -> dict[int, list[int]]:
         assert launch.ranges.loc[held] == launch.markers.loc[mark], "a range of the mark's warp"
         found[launch.markers.name[mark]].append(launch.markers.start[mark] - launch.ranges.start[held])
     return {name: sorted(values) for name, values in found.items()}
+
+
+def test_each_range_says_push_pop_or_start_end(tmp_path):
+    """Issue 33, item 3: the range type, recounted from the trace JSON's rangeType."""
+    path = FIXTURES / "cute_pipeline" / "iket_pid_0xfc5.trace.json"
+    doc = json.loads(path.read_text())
+    types: dict[str, set] = defaultdict(set)
+    for launch in doc["launches"]:
+        for r in launch["ranges"]:
+            types[doc["stringTable"][r["rangeNameIdx"]]].add({1: "start/end", 2: "push/pop"}[r["rangeType"]])
+    shown = run_iket("show", path, "--format", "json", cwd=tmp_path)
+    rows = {
+        row["name"]: row["range_type"]
+        for process in json.loads(shown.stdout)["processes"]
+        for kernel in process["kernels"]
+        for row in kernel["ranges"]
+    }
+    assert rows == {name: "+".join(sorted(kinds)) for name, kinds in types.items()}
+    assert set(rows.values()) == {"start/end", "push/pop"}, "the fixture has both kinds"
+    table = run_iket("show", path, cwd=tmp_path)
+    assert (
+        "│ reduce          │ push/pop  │" in table.stdout
+        and "│ load            │ start/end │" in table.stdout
+    )
