@@ -64,6 +64,19 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
     help="Draw one launch (--launch, default 0; --cta for one CTA): a row per warp.",
 )
 @click.option(
+    "--pipeline",
+    is_flag=True,
+    help="Per kernel with a DAG or warp roles: each stage's busy/waiting/idle share, period, work, "
+    "starved and slack times, fill and drain, and the stage that bounds it.",
+)
+@click.option(
+    "--wait-pattern",
+    default="wait*",
+    show_default=True,
+    metavar="GLOB",
+    help="--pipeline: ranges whose name matches are waiting, not work.",
+)
+@click.option(
     "--width",
     type=click.IntRange(min=20),
     default=100,
@@ -78,6 +91,8 @@ def command(
     roles_file: Path | None,
     payload: bool,
     timeline: bool,
+    pipeline: bool,
+    wait_pattern: str,
     width: int,
     **filters: object,
 ) -> int:
@@ -89,6 +104,8 @@ def command(
     """
     from ..render import tables
 
+    if pipeline:
+        return _pipeline(capture, fmt, roles_file, wait_pattern, filters)
     if timeline:
         from ..model import trace as trace_mod
         from ..model.folder import find_traces
@@ -128,4 +145,29 @@ def command(
             "show only what was decoded",
             hint="decode it again (iket postprocess DIR) or capture again",
         )
+    return 0
+
+
+def _pipeline(capture: Path, fmt: str, roles_file: Path | None, wait_pattern: str, filters: dict) -> int:
+    """``--pipeline``: the stage analysis of each trace of CAPTURE."""
+    from ..analysis import stages
+    from ..errors import UsageError
+    from ..model import annotations
+    from ..model import trace as trace_mod
+    from ..model.folder import find_traces
+    from ..render import pipeline as pipeline_mod
+
+    found = []
+    for label, path in find_traces(capture):
+        loaded = trace_mod.select(trace_mod.load(path), **filters)
+        roles = annotations.roles_for(path, roles_file)
+        pipes = stages.pipelines(loaded, annotations.dags_for(path), roles, wait_pattern)
+        if pipes:
+            found.append((label, pipes))
+    if not found:
+        raise UsageError(
+            f"no kernel in {capture} has stages: it has no DAG (*.iket_dag.json) and no warp roles",
+            hint="write the DAG with iket.dag(name) in CuTe DSL, or give --roles kernel_symbols.json",
+        )
+    pipeline_mod.render(found, fmt, sys.stdout)
     return 0

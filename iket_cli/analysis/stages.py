@@ -1,0 +1,404 @@
+"""What bounds a pipelined kernel: per stage its work, waiting, period, and the stage that bounds it.
+
+A *stage* is a DAG region (a range name of an ``iket.dag`` edge) on the warps that run it,
+or, without a DAG, each range name on its role's warps (``kernel_symbols.json``). Per kernel
+(launches pooled), every instance counted, whatever cap the drawn arrows have:
+
+* ``busy``: the stage's range time minus the time inside wait ranges nested in it, over
+  its warps' lifetime; ``waiting``: the time of its warps inside wait ranges (token or push
+  ranges whose name matches the wait pattern, ``wait*`` by default: waiting, not work);
+  ``idle``: the rest.
+* ``period``: the median gap between consecutive starts of the stage on a warp.
+* ``starved`` (a consumer stage): per instance, how long its warp was free before its
+  input was ready: ``source end − previous end`` on the consumer's warp (the previous
+  instance of the stage, or the warp's start), at most the gap before the instance; over
+  several producers, the last to finish. The median over instances.
+* ``slack`` (a producer stage): how long its output waited for a busy consumer:
+  ``min(consumer start, consumer's previous end) − source end``, never negative; the first
+  consumer to take it. The median over instances.
+* ``fill``: from a CTA's first warp start to the last stage's first instance; ``drain``:
+  from the first stage's last instance to the CTA's last warp end (medians over CTAs).
+* ``work``: the mean work per instance (its time minus the waits nested in it).
+* the *bound*: among producers whose consumers waited for them (``starved`` above one
+  timer step), the busiest; where no consumer waited, among consumers whose producers'
+  output waited for them (``slack`` above one timer step), the busiest. Without a DAG no
+  stage is known to wait for another, and the busiest stage is named as such. What the
+  period would become if the bound stage were as fast as the next slowest: about that
+  stage's work per instance (in a coupled pipeline every stage's period is the bound's, so
+  the periods cannot say it).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.annotations import Dag, Roles
+from ..model.trace import Trace
+from ..model.units import duration
+from ..model.vocab import TIMER_STEP_NS
+from . import flows as flows_mod
+
+#: Ranges whose name matches it are waiting, not work (``--wait-pattern``).
+WAIT_PATTERN = "wait*"
+
+
+@dataclass
+class Stage:
+    name: str
+    role: str | None
+    instances: int
+    warps: int
+    busy: float | None  # shares of the warps' lifetime
+    waiting: float | None
+    idle: float | None
+    period_ns: float | None
+    work_ns: float | None  # mean work per instance (its time minus the waits inside it)
+    starved_ns: float | None  # median per instance, where it consumes an edge
+    slack_ns: float | None  # median per instance, where it produces for an edge
+
+
+@dataclass
+class Pipeline:
+    kernel: str
+    launches: int
+    stages: list[Stage]
+    fill_ns: float | None
+    drain_ns: float | None
+    bound: str | None  # the bounding stage's name; None when no stage is
+    consumer: str | None  # the stage that waits for it
+    period_if_faster_ns: float | None
+    sentence: str
+    edges: list[str] = field(default_factory=list)
+
+
+def pipelines(
+    trace: Trace, dags: list[Dag], roles: Roles | None, wait_pattern: str = WAIT_PATTERN
+) -> list[Pipeline]:
+    """One :class:`Pipeline` per kernel that has stages (a DAG's regions, or roles)."""
+    import numpy as np
+
+    paired = flows_mod.pair(trace, dags) if dags else flows_mod.Pairing()
+    edges = [edge for dag in dags for edge in dag.edges]
+    found = []
+    kernels: dict[str, list[int]] = {}
+    for number, launch in enumerate(trace.launches):
+        kernels.setdefault(launch.kernel, []).append(number)
+    for kernel, numbers in kernels.items():
+        table = _Table(trace, numbers)
+        if not table.size:
+            continue
+        stages = _stage_keys(trace, table, edges, roles, wait_pattern)
+        if not stages:
+            continue
+        arrows = [f for f in paired.arrows if f.launch in table.offset]
+        found.append(
+            _pipeline(np, trace, table, kernel, len(numbers), stages, edges, arrows, wait_pattern, roles)
+        )
+    return found
+
+
+class _Table:
+    """A kernel's ranges over its launches as numpy columns; a warp is (launch, location)."""
+
+    def __init__(self, trace: Trace, numbers: list[int]) -> None:
+        import numpy as np
+
+        names, warps, starts, ends, ctas = [], [], [], [], []
+        life_warp, life_start, life_end = [], [], []
+        self.offset: dict[int, int] = {}
+        cta_ids: dict[tuple, int] = {}
+        count = len(trace.locations)
+        total = 0
+        for number in numbers:
+            launch = trace.launches[number]
+            r, w = launch.ranges, launch.warps
+            self.offset[number] = total
+            total += len(r)
+            loc = np.asarray(r.loc, dtype=np.int64)
+            names.append(np.asarray(r.name, dtype=np.int64))
+            warps.append(number * count + loc)
+            starts.append(np.asarray(r.start, dtype=np.int64))
+            ends.append(np.asarray(r.end, dtype=np.int64))
+            cta_of = [cta_ids.setdefault((number, tuple(p["ctaId"])), len(cta_ids)) for p in trace.locations]
+            ctas.append(np.asarray(cta_of, dtype=np.int64)[loc] if len(loc) else loc)
+            life_warp.append(number * count + np.asarray(w.loc, dtype=np.int64))
+            life_start.append(np.asarray(w.start, dtype=np.int64))
+            life_end.append(np.asarray(w.end, dtype=np.int64))
+        self.name = np.concatenate(names) if names else np.zeros(0, np.int64)
+        self.warp = np.concatenate(warps)
+        self.start = np.concatenate(starts)
+        self.end = np.concatenate(ends)
+        self.cta = np.concatenate(ctas)
+        self.size = len(self.name)
+        self.warp_id = np.asarray([p.get("warpId", 0) for p in trace.locations], dtype=np.int64)
+        self.count = count
+        lw, ls, le = np.concatenate(life_warp), np.concatenate(life_start), np.concatenate(life_end)
+        # each warp's lifetime, by its key; a warp without one spans its own ranges
+        keys = np.unique(np.concatenate([self.warp, lw]))
+        first = np.full(len(keys), np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(first, np.searchsorted(keys, self.warp), self.start)
+        np.maximum.at(last, np.searchsorted(keys, self.warp), self.end)
+        place = np.searchsorted(keys, lw)
+        first[place], last[place] = ls, le
+        self.keys, self.born, self.died = keys, first, last
+        cta_of_key = np.zeros(len(keys), dtype=np.int64)
+        cta_of_key[np.searchsorted(keys, self.warp)] = self.cta
+        self.key_cta = cta_of_key
+
+    def born_of(self, warps):
+        """The lifetime start of each warp key in ``warps``."""
+        import numpy as np
+
+        return self.born[np.searchsorted(self.keys, warps)]
+
+    def life(self, warps) -> int:
+        import numpy as np
+
+        at = np.searchsorted(self.keys, warps)
+        return int((self.died[at] - self.born[at]).sum())
+
+
+def _stage_keys(trace, table, edges, roles, wait_pattern) -> list[tuple[str, str | None]]:
+    """(name, role) per stage: the DAG's regions in order, else each name per role."""
+    import numpy as np
+
+    present = {trace.name(int(i)) for i in np.unique(table.name)}
+    if edges:
+        order: list[str] = []
+        for edge in edges:
+            for name in (edge.source, edge.target):
+                if name in present and name not in order:
+                    order.append(name)
+        return [(name, None) for name in order]
+    if roles is None:
+        return []
+    found = []
+    for index in np.unique(table.name):
+        name = trace.name(int(index))
+        if fnmatch.fnmatchcase(name, wait_pattern):
+            continue
+        warps = np.unique(table.warp[table.name == index])
+        for role in sorted({roles.role(int(table.warp_id[w % table.count])) or "" for w in warps}):
+            found.append((name, role or None))
+    return found
+
+
+def _pipeline(np, trace, table, kernel, launches, stages, edges, arrows, wait_pattern, roles) -> Pipeline:
+    index_of = {name: i for i, name in enumerate(trace.strings)}
+    waits = [i for i, name in enumerate(trace.strings) if fnmatch.fnmatchcase(name, wait_pattern)]
+    is_wait = np.isin(table.name, waits)
+    role_of_range = None
+    if roles is not None:
+        per_location = np.asarray([roles.role(int(w)) or "" for w in table.warp_id], dtype=object)
+        role_of_range = per_location[table.warp % table.count]
+    members: dict[tuple, Any] = {}
+    for name, role in stages:
+        mask = table.name == index_of[name]
+        if role is not None and role_of_range is not None:
+            mask &= role_of_range == role
+        members[(name, role)] = np.flatnonzero(mask)
+    gaps = {key: _previous_end(np, table, rows) for key, rows in members.items()}
+    starved, slack = _edge_waits(np, table, members, gaps, edges, arrows)
+    rows = [
+        _stage(np, table, key, members[key], is_wait, starved.get(key[0]), slack.get(key[0]))
+        for key in stages
+    ]
+    if role_of_range is not None:  # a DAG's region: named by the role of the warps that run it
+        for row, key in zip(rows, stages, strict=True):
+            found = {r for r in role_of_range[members[key]] if r}
+            row.role = row.role or (found.pop() if len(found) == 1 else None)
+    fill, drain = _fill_drain(np, table, members[stages[0]], members[stages[-1]])
+    return _bounded(
+        kernel, launches, rows, fill, drain, [f"{e.source} -> {e.target}" for e in edges], starved
+    )
+
+
+def _stage(np, table, key, rows, is_wait, starved, slack) -> Stage:
+    name, role = key
+    if not len(rows):
+        return Stage(name, role, 0, 0, None, None, None, None, None, None, None)
+    warps = np.unique(table.warp[rows])
+    lifetime = table.life(warps)
+    spent = int((table.end[rows] - table.start[rows]).sum())
+    on_warps = is_wait & np.isin(table.warp, warps)
+    waited = int((table.end[on_warps] - table.start[on_warps]).sum())
+    inside = _overlap(np, table, rows, np.flatnonzero(on_warps))
+    busy = (spent - inside) / lifetime if lifetime else None
+    waiting = waited / lifetime if lifetime else None
+    idle = None if busy is None else max(0.0, 1.0 - busy - (waiting or 0.0))
+    return Stage(
+        name,
+        role,
+        len(rows),
+        len(warps),
+        busy,
+        waiting,
+        idle,
+        _period(np, table, rows),
+        (spent - inside) / len(rows),
+        None if starved is None or not len(starved) else float(np.median(starved)),
+        None if slack is None or not len(slack) else float(np.median(slack)),
+    )
+
+
+def _order(np, table, rows):
+    """``rows`` sorted by (warp, start)."""
+    return rows[np.lexsort((table.start[rows], table.warp[rows]))]
+
+
+def _period(np, table, rows) -> float | None:
+    ordered = _order(np, table, rows)
+    same = table.warp[ordered][1:] == table.warp[ordered][:-1]
+    gaps = np.diff(table.start[ordered])[same]
+    return float(np.median(gaps)) if len(gaps) else None
+
+
+def _previous_end(np, table, rows):
+    """Per range row (an array over the table): the end of the stage's previous instance on
+    its warp, or the warp's start for its first; -1 for rows outside the stage."""
+    ordered = _order(np, table, rows)
+    previous = np.full(table.size, -1, dtype=np.int64)
+    if not len(ordered):
+        return previous
+    ends = table.end[ordered]
+    before = np.concatenate([[0], ends[:-1]])
+    warps = table.warp[ordered]
+    first = np.concatenate([[True], warps[1:] != warps[:-1]])
+    previous[ordered] = np.where(first, table.born_of(warps), before)
+    return previous
+
+
+def _edge_waits(np, table, members, gaps, edges, arrows):
+    """Per stage name: starved time per consumer instance, slack per producer instance."""
+    starved: dict[str, Any] = {}
+    slack: dict[str, Any] = {}
+    stage_of = {key[0]: key for key in members}
+    if not arrows:
+        return starved, slack
+    offset = np.zeros(max(table.offset) + 1, dtype=np.int64)
+    offset[list(table.offset)] = list(table.offset.values())
+    launch = np.asarray([f.launch for f in arrows], dtype=np.int64)
+    which = np.asarray([f.edge for f in arrows], dtype=np.int64)
+    src_all = offset[launch] + np.asarray([f.source for f in arrows], dtype=np.int64)
+    dst_all = offset[launch] + np.asarray([f.target for f in arrows], dtype=np.int64)
+    for e, edge in enumerate(edges):
+        mine = which == e
+        if not mine.any() or edge.target not in stage_of:
+            continue
+        src, dst = src_all[mine], dst_all[mine]
+        prev = gaps[stage_of[edge.target]][dst]
+        prev = np.where(prev < 0, table.start[dst], prev)
+        s_end, t_start = table.end[src], table.start[dst]
+        waited = np.clip(np.minimum(s_end, t_start) - prev, 0, None)
+        kept = np.clip(np.minimum(t_start, prev) - s_end, 0, None)
+        per_target = np.zeros(table.size, dtype=np.int64)
+        np.maximum.at(per_target, dst, waited)
+        starved[edge.target] = np.concatenate(
+            [starved.get(edge.target, np.zeros(0)), per_target[np.unique(dst)]]
+        )
+        per_source = np.full(table.size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(per_source, src, kept)
+        slack[edge.source] = np.concatenate([slack.get(edge.source, np.zeros(0)), per_source[np.unique(src)]])
+    return starved, slack
+
+
+def _overlap(np, table, rows, waits) -> int:
+    """Time of the wait ranges ``waits`` inside the stage's ranges ``rows`` on the same warp."""
+    if not len(rows) or not len(waits):
+        return 0
+    ordered = _order(np, table, rows)
+    low = int(table.start.min())  # relative times: the GPU's clock counts from the epoch
+    span = int(table.end.max()) - low + 1
+    keys = table.warp[ordered] * span + (table.start[ordered] - low)
+    probe = table.warp[waits] * span + (table.start[waits] - low)
+    at = np.searchsorted(keys, probe, side="right") - 1
+    ok = at >= 0
+    holder = ordered[np.clip(at, 0, None)]
+    same = ok & (table.warp[holder] == table.warp[waits])
+    inside = np.minimum(table.end[waits], table.end[holder]) - np.maximum(
+        table.start[waits], table.start[holder]
+    )
+    return int(np.clip(inside, 0, None)[same].sum())
+
+
+def _fill_drain(np, table, first_rows, last_rows) -> tuple[float | None, float | None]:
+    """Medians over CTAs: first warp start to the last stage's first start (fill), and the
+    first stage's last end to the last warp end (drain)."""
+    ctas = int(table.key_cta.max()) + 1 if len(table.key_cta) else 0
+    if not ctas or not len(first_rows) or not len(last_rows):
+        return None, None
+    begin = np.full(ctas, np.iinfo(np.int64).max, dtype=np.int64)
+    finish = np.full(ctas, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(begin, table.key_cta, table.born)
+    np.maximum.at(finish, table.key_cta, table.died)
+    opened = np.full(ctas, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(opened, table.cta[last_rows], table.start[last_rows])
+    closed = np.full(ctas, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(closed, table.cta[first_rows], table.end[first_rows])
+    fills = (opened - begin)[opened != np.iinfo(np.int64).max]
+    drains = (finish - closed)[closed != np.iinfo(np.int64).min]
+    return (
+        float(np.median(fills)) if len(fills) else None,
+        float(np.median(drains)) if len(drains) else None,
+    )
+
+
+def _bounded(kernel, launches, rows, fill, drain, edges, starved) -> Pipeline:
+    """Name the bound stage and say it in one sentence, with the figures."""
+    by_name = {row.name: row for row in rows}
+    waiting = [
+        (src, dst)
+        for label in edges
+        for src, dst in [label.split(" -> ")]
+        if by_name.get(dst) and (by_name[dst].starved_ns or 0) > TIMER_STEP_NS and src in by_name
+    ]
+    backed_up = [  # a producer's output waited for a busy consumer: that consumer bounds it
+        (dst, src)
+        for label in edges
+        for src, dst in [label.split(" -> ")]
+        if by_name.get(src) and (by_name[src].slack_ns or 0) > TIMER_STEP_NS and dst in by_name
+    ]
+    candidates = sorted(waiting, key=lambda pair: -(by_name[pair[0]].busy or 0))
+    held = sorted(backed_up, key=lambda pair: -(by_name[pair[0]].busy or 0))
+    producer = None
+    if candidates:
+        bound, consumer = by_name[candidates[0][0]], by_name[candidates[0][1]]
+    elif held:
+        bound, consumer, producer = by_name[held[0][0]], None, by_name[held[0][1]]
+    elif not edges and rows:
+        bound, consumer = max(rows, key=lambda row: row.busy or 0), None
+    else:
+        return Pipeline(kernel, launches, rows, fill, drain, None, None, None, _unbound(edges), edges)
+    # as fast as the next slowest: the period becomes about that stage's work per instance
+    others = [row.work_ns for row in rows if row is not bound and row.work_ns is not None]
+    faster = max(others) if others else None
+    where = f" on {bound.role}" if bound.role else ""
+    said = f"bound by `{bound.name}`{where}: busy {(bound.busy or 0):.0%} of its warps' time"
+    if consumer is not None:
+        said += f"; `{consumer.name}` waits a median {duration(consumer.starved_ns)} per instance for it"
+    elif producer is not None:
+        said += (
+            f"; `{producer.name}`'s output waits a median {duration(producer.slack_ns)} per instance for it"
+        )
+    else:
+        said = (
+            f"busiest stage `{bound.name}`{where} (no DAG: no stage is known to wait for it): "
+            + said.split(": ", 1)[1]
+        )
+    if faster is not None and bound.period_ns is not None:
+        said += (
+            f"; were it as fast as the next slowest stage, the period would go from "
+            f"{duration(bound.period_ns)} to about {duration(max(faster, 0))}"
+        )
+    return Pipeline(
+        kernel, launches, rows, fill, drain, bound.name, consumer and consumer.name, faster, said, edges
+    )
+
+
+def _unbound(edges: list[str]) -> str:
+    if not edges:
+        return "no stages: the kernel has no DAG and no warp roles"
+    return "no stage bounds it: no consumer waited for its producer longer than one timer step"
