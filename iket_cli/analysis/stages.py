@@ -36,8 +36,7 @@ from typing import Any
 
 from ..model.annotations import Dag, Roles
 from ..model.trace import Trace
-from ..model.units import duration
-from ..model.vocab import TIMER_STEP_NS
+from . import bound as bound_mod
 from . import flows as flows_mod
 
 #: Ranges whose name matches it are waiting, not work (``--wait-pattern``).
@@ -211,9 +210,9 @@ def _pipeline(np, trace, table, kernel, launches, stages, edges, arrows, wait_pa
             found = {r for r in role_of_range[members[key]] if r}
             row.role = row.role or (found.pop() if len(found) == 1 else None)
     fill, drain = _fill_drain(np, table, members[stages[0]], members[stages[-1]])
-    return _bounded(
-        kernel, launches, rows, fill, drain, [f"{e.source} -> {e.target}" for e in edges], starved
-    )
+    labels = [f"{e.source} -> {e.target}" for e in edges]
+    name, consumer, faster, sentence = bound_mod.bounded(rows, labels)
+    return Pipeline(kernel, launches, rows, fill, drain, name, consumer, faster, sentence, labels)
 
 
 def _stage(np, table, key, rows, is_wait, starved, slack) -> Stage:
@@ -344,61 +343,3 @@ def _fill_drain(np, table, first_rows, last_rows) -> tuple[float | None, float |
         float(np.median(fills)) if len(fills) else None,
         float(np.median(drains)) if len(drains) else None,
     )
-
-
-def _bounded(kernel, launches, rows, fill, drain, edges, starved) -> Pipeline:
-    """Name the bound stage and say it in one sentence, with the figures."""
-    by_name = {row.name: row for row in rows}
-    waiting = [
-        (src, dst)
-        for label in edges
-        for src, dst in [label.split(" -> ")]
-        if by_name.get(dst) and (by_name[dst].starved_ns or 0) > TIMER_STEP_NS and src in by_name
-    ]
-    backed_up = [  # a producer's output waited for a busy consumer: that consumer bounds it
-        (dst, src)
-        for label in edges
-        for src, dst in [label.split(" -> ")]
-        if by_name.get(src) and (by_name[src].slack_ns or 0) > TIMER_STEP_NS and dst in by_name
-    ]
-    candidates = sorted(waiting, key=lambda pair: -(by_name[pair[0]].busy or 0))
-    held = sorted(backed_up, key=lambda pair: -(by_name[pair[0]].busy or 0))
-    producer = None
-    if candidates:
-        bound, consumer = by_name[candidates[0][0]], by_name[candidates[0][1]]
-    elif held:
-        bound, consumer, producer = by_name[held[0][0]], None, by_name[held[0][1]]
-    elif not edges and rows:
-        bound, consumer = max(rows, key=lambda row: row.busy or 0), None
-    else:
-        return Pipeline(kernel, launches, rows, fill, drain, None, None, None, _unbound(edges), edges)
-    # as fast as the next slowest: the period becomes about that stage's work per instance
-    others = [row.work_ns for row in rows if row is not bound and row.work_ns is not None]
-    faster = max(others) if others else None
-    where = f" on {bound.role}" if bound.role else ""
-    said = f"bound by `{bound.name}`{where}: busy {(bound.busy or 0):.0%} of its warps' time"
-    if consumer is not None:
-        said += f"; `{consumer.name}` waits a median {duration(consumer.starved_ns)} per instance for it"
-    elif producer is not None:
-        said += (
-            f"; `{producer.name}`'s output waits a median {duration(producer.slack_ns)} per instance for it"
-        )
-    else:
-        said = (
-            f"busiest stage `{bound.name}`{where} (no DAG: no stage is known to wait for it): "
-            + said.split(": ", 1)[1]
-        )
-    if faster is not None and bound.period_ns is not None:
-        said += (
-            f"; were it as fast as the next slowest stage, the period would go from "
-            f"{duration(bound.period_ns)} to about {duration(max(faster, 0))}"
-        )
-    return Pipeline(
-        kernel, launches, rows, fill, drain, bound.name, consumer and consumer.name, faster, said, edges
-    )
-
-
-def _unbound(edges: list[str]) -> str:
-    if not edges:
-        return "no stages: the kernel has no DAG and no warp roles"
-    return "no stage bounds it: no consumer waited for its producer longer than one timer step"
