@@ -91,7 +91,7 @@ def pipelines(
         stages = _stage_keys(trace, table, edges, roles, wait_pattern)
         if not stages:
             continue
-        arrows = [f for f in paired.arrows if f.launch in table.offset]
+        arrows = _arrows_of(np, paired, table)
         found.append(
             _pipeline(np, trace, table, kernel, len(numbers), stages, edges, arrows, wait_pattern, roles)
         )
@@ -270,19 +270,27 @@ def _previous_end(np, table, rows):
     return previous
 
 
+def _arrows_of(np, paired, table):
+    """The kernel's arrows as (edge, source row, target row) columns over its table; None if none."""
+    if not len(paired):
+        return None
+    mine = np.isin(paired.launch, list(table.offset))
+    if not mine.any():
+        return None
+    offset = np.zeros(int(paired.launch.max()) + 1, dtype=np.int64)
+    offset[list(table.offset)] = list(table.offset.values())
+    launch = paired.launch[mine]
+    return paired.edge[mine], offset[launch] + paired.source[mine], offset[launch] + paired.target[mine]
+
+
 def _edge_waits(np, table, members, gaps, edges, arrows):
     """Per stage name: starved time per consumer instance, slack per producer instance."""
     starved: dict[str, Any] = {}
     slack: dict[str, Any] = {}
     stage_of = {key[0]: key for key in members}
-    if not arrows:
+    if arrows is None:
         return starved, slack
-    offset = np.zeros(max(table.offset) + 1, dtype=np.int64)
-    offset[list(table.offset)] = list(table.offset.values())
-    launch = np.asarray([f.launch for f in arrows], dtype=np.int64)
-    which = np.asarray([f.edge for f in arrows], dtype=np.int64)
-    src_all = offset[launch] + np.asarray([f.source for f in arrows], dtype=np.int64)
-    dst_all = offset[launch] + np.asarray([f.target for f in arrows], dtype=np.int64)
+    which, src_all, dst_all = arrows
     for e, edge in enumerate(edges):
         mine = which == e
         if not mine.any() or edge.target not in stage_of:

@@ -67,7 +67,7 @@ def finish(
         sites = process.get("payload_sites")
         found = lint_mod.lint(loaded, raw=raw, sites=sites, mode=mode, unpaired=paired.undecided)
         findings = (findings or []) + [{"process": process["pid_hex"], **f.to_dict()} for f in found]
-        arrows = flows_mod.capped(paired.arrows)
+        arrows = paired.drawn()
         if arrows:
             process["flows"] = _write_flows(capture_dir, process, loaded, arrows)
         if report:
