@@ -17,6 +17,14 @@ IKET events, per role (each role is a ``WarpScope``, whose warps land in
 * the DAG ``rowsum_pipeline``: ``load`` -> ``reduce`` through ``smem[stage]`` via ``mbarrier``.
 
     iket profile examples/cute_pipeline.py -o iket-cute-pipeline
+
+Its shape and speed are variables (issue 33: the arrows of every producer/consumer shape,
+and which stage bounds it): ``PRODUCER_WARPS`` (1; 2 copy each tile cooperatively, half
+each), ``CONSUMER_WARPS`` (4; or 1, 2: the rows' columns split among them), ``LOAD_REPEAT``
+and ``REDUCE_REPEAT`` (1: copy each tile, or sum it, that many times: a slower stage)::
+
+    PRODUCER_WARPS=2 CONSUMER_WARPS=1 iket profile examples/cute_pipeline.py -o two-to-one
+    REDUCE_REPEAT=160 iket profile examples/cute_pipeline.py -o slow-reduce
 """
 
 import os
@@ -31,9 +39,13 @@ from cutlass.utils.profiling import WarpScope
 
 M, K = 256, 4096
 TILE_M, TILE_K, STAGES = 32, 128, 3
-CONSUMER_WARPS = 4
-THREADS = 32 * (1 + CONSUMER_WARPS)
-QUARTERS = TILE_K // 32  # each consumer thread sums 32 columns of one row of a tile
+PRODUCER_WARPS = int(os.environ.get("PRODUCER_WARPS", "1"))
+CONSUMER_WARPS = int(os.environ.get("CONSUMER_WARPS", "4"))
+LOAD_REPEAT = int(os.environ.get("LOAD_REPEAT", "1"))
+REDUCE_REPEAT = int(os.environ.get("REDUCE_REPEAT", "1"))
+THREADS = 32 * (PRODUCER_WARPS + CONSUMER_WARPS)
+QUARTERS = 32 * CONSUMER_WARPS // TILE_M  # the parts of a row among the consumer threads
+COLUMNS = TILE_K // QUARTERS  # each consumer thread sums COLUMNS columns of one row of a tile
 
 
 @cute.struct
@@ -56,45 +68,47 @@ def rowsum_kernel(gX: cute.Tensor, gP: cute.Tensor):
     )
     producer, consumer = pipeline.PipelineAsync.create(
         num_stages=STAGES,
-        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32),
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * PRODUCER_WARPS),
         consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * CONSUMER_WARPS),
         barrier_storage=storage.mbar.data_ptr(),
         name="tiles",
     ).make_participants()
 
-    if warp == 0:
-        with WarpScope("Producer", warp_start=0, warp_end=1):
-            lane = tidx % 32
+    if warp < PRODUCER_WARPS:
+        with WarpScope("Producer", warp_start=0, warp_end=PRODUCER_WARPS):
+            lane = tidx
             for k in cutlass.range(k_tiles, unroll=1):
                 handle = producer.acquire_and_advance()
                 load = iket.range_start("load", cutlass.Int32(k))
-                for e in cutlass.range(lane, TILE_M * TILE_K, 32, unroll=4):
-                    r = e // TILE_K
-                    c = e % TILE_K
-                    ring[r, c, handle.index] = gX[m0 + r, k * TILE_K + c]
+                for _rep in cutlass.range_constexpr(LOAD_REPEAT):
+                    for e in cutlass.range(lane, TILE_M * TILE_K, 32 * PRODUCER_WARPS, unroll=4):
+                        r = e // TILE_K
+                        c = e % TILE_K
+                        ring[r, c, handle.index] = gX[m0 + r, k * TILE_K + c]
                 iket.range_end(load, cutlass.Int32(k))
                 handle.commit()
                 iket.mark("stage_full", cutlass.Int32(handle.index))
     else:
-        with WarpScope("Consumer", warp_start=1, warp_end=1 + CONSUMER_WARPS):
-            c = tidx - 32
+        with WarpScope("Consumer", warp_start=PRODUCER_WARPS, warp_end=PRODUCER_WARPS + CONSUMER_WARPS):
+            c = tidx - 32 * PRODUCER_WARPS
             r = c // QUARTERS
             q = c % QUARTERS
             acc = cutlass.Float32(0.0)
             tile = iket.sentinel_token("tile")
-            for k in cutlass.range(k_tiles, unroll=1):
+            for _k in cutlass.range(k_tiles, unroll=1):
                 iket.range_end(tile)
                 tile = iket.range_start("tile")
                 wait = iket.range_start("wait")
                 handle = consumer.wait_and_advance()
                 iket.range_end(wait)
                 iket.range_push("reduce")
-                for j in cutlass.range_constexpr(32):
-                    acc = acc + ring[r, q * 32 + j, handle.index]
+                for _rep in cutlass.range_constexpr(REDUCE_REPEAT):
+                    for j in cutlass.range_constexpr(COLUMNS):
+                        acc = acc + ring[r, q * COLUMNS + j, handle.index]
                 iket.range_pop()
                 handle.release()
             iket.range_end(tile)
-            gP[m0 + r, q] = acc
+            gP[m0 + r, q] = acc / cutlass.Float32(REDUCE_REPEAT)
 
 
 @cute.jit
@@ -118,7 +132,7 @@ def workload():
     dag.save()
     compiled(from_dlpack(x), from_dlpack(partial))
     torch.cuda.synchronize()
-    torch.testing.assert_close(partial.sum(1), x.sum(1), rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(partial.sum(1), x.sum(1), rtol=1e-4 * REDUCE_REPEAT, atol=1e-3 * REDUCE_REPEAT)
     print(f"cute pipeline: {M} row sums over {K} columns correct")
 
 

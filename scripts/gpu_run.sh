@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|faults|warp|reuse|repeat|repeatbench|sql|big|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -50,6 +50,12 @@ if [[ $part == extract || $part == all ]]; then  # issue 32, item 1: a kernel ou
     ${EXTRACT_K:+-k "$EXTRACT_K"} > "$keep/gpu_extract_${KERNEL:-tirx}.log" 2>&1
   grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed|extract timings|^E " "$keep/gpu_extract_${KERNEL:-tirx}.log" | tail -20
   echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
+fi
+if [[ $part == pipeline ]]; then  # issue 33 (CuTe DSL bundle): arrows per shape, the bound stage
+  echo "== pipeline shapes: arrows against an independent pairing, the bound"
+  IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_pipeline.py -v -s -p no:cacheprovider -o addopts="" ${PIPELINE_K:+-k "$PIPELINE_K"} \
+    > "$keep/gpu_pipeline.log" 2>&1
+  grep -E "PASSED|FAILED|ERROR|passed|failed|arrows|bound by|busiest|no stage|^E " "$keep/gpu_pipeline.log" | tail -30
 fi
 if [[ $part == faults || $part == all || $part == hardening ]]; then  # issue 15: signals, timeout, kill -9 mid capture pass
   echo "== faults in the middle of a real capture pass"
