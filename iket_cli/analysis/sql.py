@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ToolchainError, UsageError
-from ..model.vocab import TABLE_NAMES
+from ..model.vocab import LATER_TABLES, TABLE_NAMES
 from . import tables as tables_mod
 
 
@@ -71,11 +71,15 @@ def _exported(location: Path, name: str, only: tuple[str, ...]) -> dict[str, Any
     """The tables ``iket export`` wrote into ``location`` (Parquet), None if it holds none:
     read as they are, far faster than building them again from a trace."""
     paths = {table: Path(location) / f"{table}.parquet" for table in TABLE_NAMES}
-    if not all(path.is_file() for path in paths.values()):
+    if not all(path.is_file() for table, path in paths.items() if table not in LATER_TABLES):
         return None
     import pyarrow.parquet as pq
 
-    tables = {table: pq.read_table(path) for table, path in paths.items() if table in only}
+    tables = {  # a folder exported before the later tables: those are empty
+        table: pq.read_table(path) if path.is_file() else tables_mod.empty()
+        for table, path in paths.items()
+        if table in only
+    }
     if name:  # the capture's name in this query, as for a capture read from its traces
         for table, data in tables.items():
             if "capture" in data.column_names:

@@ -1,5 +1,6 @@
-"""A capture as six Arrow tables (``processes``, ``kernels``, ``launches``, ``warps``,
-``ranges``, ``markers``): what ``iket export`` writes and ``iket sql`` queries.
+"""A capture as eight Arrow tables (``processes``, ``kernels``, ``launches``, ``warps``,
+``ranges``, ``markers``, and ``flows`` and ``stages`` from analysis/pipeline_tables.py): what
+``iket export`` writes and ``iket sql`` queries.
 
 Built column by column from the numpy trace model (:mod:`iket_cli.model.trace`): no Python
 object per event. Names are dictionary-encoded (each trace's string table is the
@@ -34,6 +35,8 @@ _READS = {
     "warps": ("warps",),
     "ranges": ("ranges",),
     "markers": ("markers", "ranges"),
+    "flows": ("ranges",),
+    "stages": ("ranges", "warps"),
 }
 #: A location's fields, as the tables name them (``ctaId`` becomes cta_x, cta_y, cta_z).
 _PLACE = (("sm", "smId"), ("tpc", "tpcId"), ("gpc", "gpcId"), ("warp", "warpId"))
@@ -83,7 +86,9 @@ def chunks(
         process = context.process or {"pid_hex": pid_of(path.name)}
         if "processes" in only:
             yield "processes", _process(pa, capture, label, path, process)
+        firsts = []
         for number, launch in enumerate(trace.launches):
+            firsts.append(next_id)
             where = {"capture": capture, "process": label, "launch": number}
             if "launches" in only or "kernels" in only:
                 launches.append(_launch(where, launch, namer))
@@ -92,11 +97,27 @@ def chunks(
                     shaped.add(name)
                     yield name, build(pa, where, trace, launch, next_id)
             next_id += len(launch.ranges)
+        yield from _pipeline_tables(pa, {"capture": capture, "process": label}, trace, path, firsts, only)
     table = _launches(pa, launches)
     if "launches" in only and launches:
         yield "launches", table
     if "kernels" in only:
         yield "kernels", _kernels(pa, table)
+
+
+def _pipeline_tables(pa, where, trace: Trace, path: Path, firsts: list[int], only: tuple[str, ...]):
+    """``flows`` and ``stages`` of one trace (analysis/pipeline_tables.py), where asked for."""
+    from . import pipeline_tables
+
+    if "flows" in only:
+        yield "flows", pipeline_tables.flows_table(pa, where, trace, path, firsts)
+    if "stages" in only:
+        yield "stages", pipeline_tables.stages_table(pa, where, trace, path)
+
+
+def empty():
+    """A table without rows (a kind of record the capture has none of)."""
+    return _empty(require())
 
 
 def _empty(pa):

@@ -81,7 +81,9 @@ LINT_FORMATS = ("text", "json")
 GROUPINGS = ("kernel", "launch", "cta", "warp", "sm", "role")
 #: ``iket export`` / ``iket sql``: the tables of a capture (docs/schema.md), the file formats
 #: ``iket export`` writes, and the outputs of ``iket sql``.
-TABLE_NAMES = ("processes", "kernels", "launches", "warps", "ranges", "markers")
+TABLE_NAMES = ("processes", "kernels", "launches", "warps", "ranges", "markers", "flows", "stages")
+#: Tables added after the first exports: a folder exported without them is still read (empty).
+LATER_TABLES = ("flows", "stages")
 EXPORT_FORMATS = ("parquet", "csv")
 SQL_FORMATS = ("table", "csv", "json", "markdown")
 #: ``iket diff --stat``.

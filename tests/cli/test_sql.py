@@ -22,7 +22,8 @@ def test_export_parquet_and_csv(tmp_path):
     assert done.code == 0, done
     names = sorted(p.name for p in (tmp_path / "t").iterdir())
     assert names == sorted(
-        f"{t}.parquet" for t in ("processes", "kernels", "launches", "warps", "ranges", "markers")
+        f"{t}.parquet"
+        for t in ("processes", "kernels", "launches", "warps", "ranges", "markers", "flows", "stages")
     )
     assert pq.read_table(tmp_path / "t" / "ranges.parquet").num_rows == 208
     assert pq.read_table(tmp_path / "t" / "markers.parquet").num_rows == 192
@@ -204,3 +205,49 @@ def test_an_export_of_two_thousand_launches_is_whole_and_small(tmp_path):
     markers = pq.read_table(tmp_path / "ex" / "markers.parquet").to_pydict()
     assert ranges["id"] == list(range(2000)) and ranges["launch"] == list(range(2000))
     assert markers["range_id"] == ranges["id"], "each mark inside its launch's range"
+
+
+def test_flows_and_stages_tables_equal_the_pairing_and_show_pipeline(tmp_path):
+    """Issue 33, item 3: every arrow (no cap), joinable to ranges; the stages of --pipeline."""
+    from iket_cli.analysis import flows
+    from iket_cli.model import annotations, trace
+
+    pipe = FIXTURES / "cute_pipeline"
+    query = (
+        "SELECT s.name AS source, t.name AS target, count(*) AS n, min(f.lag_ns) AS low, "
+        "min(t.start_ts - s.end_ts) AS check_low FROM flows f JOIN ranges s ON s.capture = f.capture "
+        "AND s.id = f.source_id JOIN ranges t ON t.capture = f.capture AND t.id = f.target_id GROUP BY ALL"
+    )
+    done = run_iket("sql", pipe, query, "--format", "json", cwd=tmp_path)
+    assert done.code == 0, done
+    (row,) = json.loads(done.stdout)["rows"]
+    loaded = trace.load(next(pipe.glob("iket_pid_*.trace.json")))
+    assert len(flows.pair(loaded, annotations.dags_for(pipe))) == row["n"] == 1024
+    assert (row["source"], row["target"], row["low"]) == ("load", "reduce", row["check_low"])
+    staged = run_iket("sql", pipe, "SELECT * FROM stages ORDER BY stage", "--format", "json", cwd=tmp_path)
+    shown = run_iket("show", pipe, "--pipeline", "--format", "json", cwd=tmp_path)
+    (kernel,) = json.loads(shown.stdout)["processes"][0]["kernels"]
+    rows = json.loads(staged.stdout)["rows"]
+    assert [r["stage"] for r in rows] == sorted(s["name"] for s in kernel["stages"])
+    for r in rows:
+        (stage,) = [s for s in kernel["stages"] if s["name"] == r["stage"]]
+        assert (r["busy"], r["period_ns"], r["starved_ns"]) == (
+            stage["busy"],
+            stage["period_ns"],
+            stage["starved_ns"],
+        )
+        assert r["bound"] == (r["stage"] == kernel["bound"])
+
+
+def test_a_folder_exported_before_the_flows_and_stages_tables_is_still_read(tmp_path):
+    assert run_iket("export", FIXTURES / "cute_pipeline", "-o", tmp_path / "t", cwd=tmp_path).code == 0
+    for later in ("flows", "stages"):
+        (tmp_path / "t" / f"{later}.parquet").unlink()
+    done = run_iket(
+        "sql", tmp_path / "t", "SELECT count(*) AS n FROM ranges", "--format", "csv", cwd=tmp_path
+    )
+    assert done.code == 0 and done.stdout.splitlines()[1] == "3328", done
+    empty = run_iket(
+        "sql", tmp_path / "t", "SELECT count(*) AS n FROM flows", "--format", "csv", cwd=tmp_path
+    )
+    assert empty.code == 0 and empty.stdout.splitlines()[1] == "0", empty

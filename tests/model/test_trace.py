@@ -119,8 +119,10 @@ def test_filters_and_grouping():
 def test_show_formats(tmp_path):
     csv_out = run_iket("show", FIXTURES / "affine", "--format", "csv", cwd=tmp_path)
     lines = csv_out.stdout.splitlines()
-    assert lines[0].startswith("process,group,kernel,symbol,kind,name,count,total_ns")
-    expected = "0x204,,profiled_affine_kernel,profiled_affine_kernel,range,affine,1,224,224.0,224,224"
+    assert lines[0].startswith("process,group,kernel,symbol,kind,name,range_type,count,total_ns")
+    expected = (
+        "0x204,,profiled_affine_kernel,profiled_affine_kernel,range,affine,push/pop,1,224,224.0,224,224"
+    )
     assert lines[1].startswith(expected)
     markdown = run_iket("show", FIXTURES / "affine", "--format", "markdown", cwd=tmp_path)
     assert "| 0x204 | profiled_affine_kernel | mark | loaded | 1 |  | 64 ns |" in markdown.stdout
