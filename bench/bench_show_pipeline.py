@@ -27,22 +27,28 @@ from _measure import measure, ratio_table  # noqa: E402
 WARPS = 5  # one producer, four consumers
 
 
-def write(folder: Path, ctas: int, tiles: int) -> tuple[Path, int]:
-    """The trace and its DAG in ``folder``; the number of ranges."""
+def write(folder: Path, ctas: int, tiles: int, reduce_ns: int = 180) -> tuple[Path, int]:
+    """The trace and its DAG in ``folder``; the number of ranges. The producer loads a tile
+    every 1,000 ns (900 ns of work); each consumer waits (``wait``) until its tile is loaded
+    and its previous ``reduce`` (``reduce_ns`` long) has ended."""
     strings = ["load", "reduce", "wait"]
     ranges, lifetimes = [], []
     for cta in range(ctas):
         base = 10**9 + cta * 10**7
         for warp in range(WARPS):
             loc = cta * WARPS + warp
-            lifetimes.append(f'{{"endTs":{base + tiles * 1000 + 500},"locIdx":{loc},"startTs":{base}}}')
+            free = base
             for k in range(tiles):
                 ready = base + (k + 1) * 1000
                 if warp == 0:
                     ranges.append(_range(0, loc, ready - 900, ready, 1))
-                else:
-                    ranges.append(_range(2, loc, ready - 780, ready + 10, 1))
-                    ranges.append(_range(1, loc, ready + 20, ready + 200, 2))
+                    continue
+                start = max(ready, free) + 20
+                ranges.append(_range(2, loc, free, start - 10, 1))
+                ranges.append(_range(1, loc, start, start + reduce_ns, 2))
+                free = start + reduce_ns
+            end = max(free, base + tiles * 1000) + 500
+            lifetimes.append(f'{{"endTs":{end},"locIdx":{loc},"startTs":{base}}}')
     table = ",".join(
         f'{{"ctaId":[{c},0,0],"gpcId":0,"smId":0,"tpcId":0,"warpId":{w}}}'
         for c in range(ctas)

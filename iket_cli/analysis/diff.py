@@ -32,10 +32,11 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..model import trace as trace_mod
+from ..model.annotations import dags_for
 from ..model.folder import find_traces, manifest_of
 from ..model.names import Namer, short
 from ..model.vocab import DIFF_STATS, TIMER_STEP_NS
-from . import gate, launches, spread
+from . import gate, launches, spread, stages
 
 NOISE_SIGMAS = 3.0
 
@@ -93,7 +94,32 @@ def by_repeat(location: Path) -> ByRepeat:
                 into[(launch.kernel, loaded.name(idx))].append(end - start)
         for kernel, span in launches.spans(loaded):
             into[(kernel, launches.SPAN_ROW)].append(span)
+        dags = dags_for(path)
+        if dags:  # a pipelined kernel: each stage's period, gated like a range (issue 33)
+            for key, gaps in stages.period_gaps(loaded, dags, None).items():
+                into[key] += gaps
     return found
+
+
+def bound_moves(base: Path, new: Path) -> list[str]:
+    """Where the stage that bounds a kernel is not the same in NEW as in BASE: one line each
+    (information, not a failure: the gate judges the periods themselves)."""
+
+    def bounds(location: Path) -> dict[str, str | None]:
+        found = {}
+        for _, path in find_traces(location):
+            dags = dags_for(path)
+            if dags:
+                for pipe in stages.pipelines(trace_mod.load(path), dags, None):
+                    found.setdefault(pipe.kernel, pipe.bound)
+        return found
+
+    before, after = bounds(base), bounds(new)
+    return [
+        f"{short(kernel)}: the bound moved from `{before[kernel]}` to `{after[kernel]}`"
+        for kernel in before
+        if kernel in after and before[kernel] != after[kernel]
+    ]
 
 
 def _pooled(found: ByRepeat) -> dict[tuple[str, str], list[int]]:

@@ -98,6 +98,34 @@ def pipelines(
     return found
 
 
+#: How ``iket diff`` names a stage's period row: ``load (period)``.
+PERIOD_ROW = "{stage} (period)"
+
+
+def period_gaps(trace: Trace, dags: list[Dag], roles: Roles | None) -> dict[tuple[str, str], list[int]]:
+    """Per (kernel, stage period row): every gap between consecutive starts of the stage on a
+    warp, the instances ``iket diff`` compares (their median is the stage's period)."""
+    import numpy as np
+
+    edges = [edge for dag in dags for edge in dag.edges]
+    found: dict[tuple[str, str], list[int]] = {}
+    kernels: dict[str, list[int]] = {}
+    for number, launch in enumerate(trace.launches):
+        kernels.setdefault(launch.kernel, []).append(number)
+    for kernel, numbers in kernels.items():
+        table = _Table(trace, numbers)
+        if not table.size:
+            continue
+        index_of = {name: i for i, name in enumerate(trace.strings)}
+        for name, role in _stage_keys(trace, table, edges, roles, WAIT_PATTERN):
+            rows = _order(np, table, np.flatnonzero(table.name == index_of[name]))
+            same = table.warp[rows][1:] == table.warp[rows][:-1]
+            gaps = np.diff(table.start[rows])[same]
+            label = PERIOD_ROW.format(stage=name if role is None else f"{name} on {role}")
+            found[(kernel, label)] = gaps.tolist()
+    return found
+
+
 class _Table:
     """A kernel's ranges over its launches as numpy columns; a warp is (launch, location)."""
 

@@ -50,6 +50,8 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
         outputs.check_file(html_out, [base, new], what="HTML report")
     changes = diff.compare(base, new, stat=stat, fail_over=fail_over)
     diff_view.render(changes, fmt, sys.stdout, stat)
+    for moved in diff.bound_moves(base, new):  # information, on stderr: stdout stays the table
+        sys.stderr.write(f"iket: {moved}\n")
     if html_out is not None:
         from dataclasses import asdict
 

@@ -169,3 +169,24 @@ def test_show_pipeline_on_the_h200_capture_equals_a_recount(tmp_path):
 def test_show_pipeline_without_stages_is_one_line(tmp_path):
     result = run_iket("show", FIXTURES / "affine", "--pipeline", cwd=tmp_path)
     assert result.code == 2 and "has no DAG" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_diff_gates_stage_periods_and_says_when_the_bound_moved(tmp_path):
+    """Issue 33, item 3: ``iket diff`` compares each stage's period like a range, and says
+    (on stderr, not as a failure) that the bound moved when another stage became the slow one."""
+    from conftest import project_module
+
+    bench = project_module("bench", "bench_show_pipeline")
+    for name, reduce_ns in (("base", 180), ("new", 2000)):
+        (tmp_path / name).mkdir()
+        bench.write(tmp_path / name, 4, 64, reduce_ns=reduce_ns)
+    same = run_iket("diff", tmp_path / "base", tmp_path / "base", "--fail-over", "5%", cwd=tmp_path)
+    assert same.code == 0 and "load (period)" in same.stdout and "moved" not in same.stderr, same
+    moved = run_iket(
+        "diff", tmp_path / "base", tmp_path / "new", "--fail-over", "5%", "--format", "json", cwd=tmp_path
+    )
+    assert moved.code == 1, moved
+    assert "the bound moved from `load` to `reduce`" in moved.stderr
+    rows = {r["range"]: r for r in json.loads(moved.stdout)["changes"]}
+    assert rows["reduce (period)"]["base"] == 1000 and rows["reduce (period)"]["new"] == 2020
+    assert rows["reduce (period)"]["regression"]
