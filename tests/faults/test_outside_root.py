@@ -15,6 +15,7 @@ import pytest
 
 from iket_cli.capture import outdir
 from iket_cli.model import manifest
+from iket_cli.model.vocab import TABLE_NAMES
 
 from conftest import FIXTURES, snapshot
 
@@ -148,7 +149,7 @@ def test_export_into_a_folder_named_tilde(harness, tmp_path_factory):
     result = harness.run("export", "cap", "-o", "~", env={"HOME": str(home)})
     harness.check(result, 0)
     assert sorted(p.name for p in (harness.work / "~").iterdir()) == sorted(
-        f"{t}.parquet" for t in ("processes", "kernels", "launches", "warps", "ranges", "markers")
+        f"{t}.parquet" for t in TABLE_NAMES
     )
     assert list(home.iterdir()) == []
 
