@@ -134,7 +134,8 @@ def _locked(
     try:
         return _staged(plan, reporter, cancel, started, publishing)
     except reuse.StaleTracker as stale:
-        missed = trackers.discard(plan.tracker, plan.env)
+        unfit = stale.tracker or plan.tracker
+        missed = trackers.discard(unfit, plan.env)
         again = (
             "it will not be reused for this command again (its kernels seem to compile anew each run)"
             if missed >= trackers.MAX_MISSES
@@ -145,7 +146,7 @@ def _locked(
             "with a tracker pass",
             f"nothing to do: {again}; --tracker fresh skips the cache",
         )
-        fresh = trackers.Tracker(trackers.FRESH, key=plan.tracker.key, rerun=str(stale))
+        fresh = trackers.Tracker(trackers.FRESH, key=unfit.key, rerun=str(stale))
         return _staged(replace(plan, tracker=fresh), reporter, cancel, started, publishing)
 
 
@@ -236,7 +237,7 @@ def _capture(
             facts = replace(facts, passes=ran)
             failure = ran.failure()
             if failure is not None and plan.tracker.mode == "reused" and reuse.capture_failed(failure):
-                raise reuse.StaleTracker(f"the capture pass failed: {failure.message}")
+                raise reuse.StaleTracker(f"the capture pass failed: {failure.message}", plan.tracker)
             if failure is not None:
                 raise failure
             misfit = reuse.misfit(plan, staging)

@@ -18,7 +18,12 @@ from ..model.vocab import RAW_DIR, TRACKER_DIR
 
 class StaleTracker(Exception):
     """A reused tracker pass did not fit the capture pass: its capture is thrown away (not an
-    error, so no ``DIR.failed``) and the capture made again from scratch, once."""
+    error, so no ``DIR.failed``) and the capture made again from scratch, once. ``tracker``:
+    the one that did not fit (``--extract`` chooses it after the record run, not at resolve)."""
+
+    def __init__(self, reason: str, tracker=None) -> None:
+        super().__init__(reason)
+        self.tracker = tracker
 
 
 def capture_failed(failure: IketError) -> bool:
@@ -34,7 +39,7 @@ def misfit(plan: Plan, staging: Staging) -> list[str]:
         return []
     reason = trackers.stale(plan.tracker.dir, staging.capture_dir / RAW_DIR)
     if reason is not None and plan.tracker.mode == "reused":
-        raise StaleTracker(reason)
+        raise StaleTracker(reason, plan.tracker)
     trackers.fitted(plan.tracker, plan.env)
     return [f"the given tracker output does not fit: {reason}"] if reason else []
 

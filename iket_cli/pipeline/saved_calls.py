@@ -80,6 +80,8 @@ def rechosen(plan: Plan, staging: Staging, into: Path, reporter: Reporter) -> Pl
         return plan  # --replay knew its signature from the start; --tracker DIR is the user's
     plan = replace(plan, extract=replace(plan.extract, saved=extract.signature(staging.root / EXTRACT_DIR)))
     found = trackers.key(tracker_key(plan))
+    if plan.tracker.rerun is not None:  # a cached one did not fit: this attempt runs both passes
+        return replace(plan, tracker=replace(plan.tracker, key=found))
     chosen = trackers.choose(
         plan.options.tracker, warp_trace=plan.options.warp_trace, found=found, env=plan.env
     )

@@ -390,3 +390,19 @@ def test_the_python_api_takes_extract_and_replay(work, double, monkeypatch):
     with pytest.raises(iket_cli.IketError) as refused:
         iket_cli.profile("model.py", "api3", extract="kernels:nope", run_iket=str(double))
     assert refused.value.exit_code == 2
+
+
+def test_a_reused_tracker_pass_that_does_not_fit_the_replay_is_thrown_away(work, double):
+    """The tracker pass --extract reuses is chosen after the record run; when it does not fit
+    (the double replays another H200 capture: other kernels), the capture is made again with
+    both passes, and the entry that did not fit is the one discarded."""
+    first = launch(double, work, "-o", "one")
+    assert first.code == 0, first
+    other = {"IKET_DOUBLE_CAPTURE": str(Path(replay("affine")["IKET_DOUBLE_CAPTURE"]).parent / "multi")}
+    again = launch(double, work, "-o", "two", env=other)
+    assert again.code == 0, again
+    assert "the cached tracker pass does not fit this capture" in again.stderr
+    record = manifest.read(work / "two")
+    assert record["tracker"]["mode"] == "fresh" and record["tracker"]["rerun"]
+    assert record["tracker"]["key"] == manifest.read(work / "one")["tracker"]["key"]
+    assert record["extract"]["replay"]["calls"][0]["equal"]
