@@ -35,7 +35,7 @@ from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles, dags_for, roles_for
 from ..model.folder import Beside, find_traces, manifest_of, mode_of, process_label
 from ..model.manifest import replay_line
-from ..model.names import Namer
+from ..model.names import Namer, short
 from ..model.vocab import ARTIFACTS, PAYLOAD_TYPES, stem
 from . import report_data
 
@@ -60,6 +60,7 @@ def build(location: Path, *, title: str | None = None, roles_file: Path | None =
         "meta": _meta(record),
         "stats": _stats(processes) if not spread.repeated(record) else _pooled(location),
         "timelines": report_data.timelines(processes, roles=roles, flows=arrows),
+        "pipeline": _pipeline(processes, dags, roles),
         "perfetto": _perfetto(found),
         **_annotations(dags),
     }
@@ -144,10 +145,24 @@ def process_page(
         "meta": _meta(record),
         "stats": _stats(one, findings, Beside(process, [], None, mode_of(record))),
         "timelines": report_data.timelines(one, roles=roles, flows=flows),
+        "pipeline": _pipeline(one, dags or [], roles),
         "perfetto": _perfetto_file(capture_dir / (name + ARTIFACTS["pftrace_gz"])),
         **_annotations(dags),
     }
     return atomic.write(capture_dir / (name + ARTIFACTS["html"]), render(data))
+
+
+def _pipeline(processes: list, dags: list[Dag], roles: Roles | None) -> list[dict[str, Any]]:
+    """What ``iket show --pipeline`` says, per process and kernel with stages: the panel."""
+    from dataclasses import asdict
+
+    from ..analysis import stages
+
+    found = []
+    for label, _path, loaded in processes:
+        for pipe in stages.pipelines(loaded, dags, roles):
+            found.append({"process": label, "short": short(pipe.kernel), **asdict(pipe)})
+    return found
 
 
 def _annotations(dags: list[Dag] | None) -> dict[str, Any]:

@@ -217,3 +217,30 @@ def test_a_comment_opener_in_a_name_or_title_keeps_the_page(browser, tmp_path):
         assert page.errors == []
     finally:
         page.close()
+
+
+def test_the_pipeline_panel_says_what_show_pipeline_says_and_edges_filter_the_arrows(browser, tmp_path):
+    """Issue 33, item 3: the report's pipeline panel (the sentence, a busy/waiting/idle bar per
+    stage) agrees with ``iket show --pipeline``; unchecking an edge hides its arrows."""
+    import json
+
+    from conftest import run_iket
+
+    shown = run_iket("show", FIXTURES / "cute_pipeline", "--pipeline", "--format", "json", cwd=tmp_path)
+    (kernel,) = json.loads(shown.stdout)["processes"][0]["kernels"]
+    page = Page(browser, report.write(FIXTURES / "cute_pipeline", tmp_path / "cute.html"))
+    try:
+        section = page.page.locator("#pipeline")
+        assert kernel["sentence"] in section.inner_text()
+        assert page.page.locator("#pipeline .stagebar").count() == len(kernel["stages"])
+        width = page.page.evaluate("document.querySelector('#pipeline .stagebar .busy').style.width")
+        assert float(width.rstrip("%")) == pytest.approx(100 * kernel["stages"][0]["busy"])
+        panel = "window.iketReport.panels[0]"
+        assert int(page.page.evaluate(f"{panel}.canvas.dataset.arrows")) > 0
+        page.page.locator("input.edge").first.uncheck()
+        assert int(page.page.evaluate(f"{panel}.canvas.dataset.arrows")) == 0, "the edge's arrows hidden"
+        page.page.locator("input.edge").first.check()
+        assert int(page.page.evaluate(f"{panel}.canvas.dataset.arrows")) > 0
+        assert page.errors == []
+    finally:
+        page.close()
