@@ -104,7 +104,7 @@ def pair(trace: Trace, dags: list[Dag]) -> Pairing:
     if not edges:
         return Pairing()
     index_of = {name: i for i, name in enumerate(trace.strings)}
-    cta_of_loc = _cta_numbers(np, trace)
+    cta_of_loc = cta_numbers(np, trace)
     parts: list[tuple] = []
     undecided: list[Undecided] = []
     for number, launch in enumerate(trace.launches):
@@ -136,7 +136,7 @@ def pair(trace: Trace, dags: list[Dag]) -> Pairing:
     return Pairing(*columns, undecided=undecided)
 
 
-def _cta_numbers(np, trace: Trace):
+def cta_numbers(np, trace: Trace):
     """A number per location: its CTA's, equal for the locations of one CTA."""
     seen: dict[tuple, int] = {}
     return np.asarray(

@@ -51,20 +51,16 @@ def flows_table(pa, where: dict[str, Any], trace: Trace, path: Path, first_ids: 
     )
 
 
-STAGE_COLUMNS = (
-    "stage", "role", "instances", "warps", "busy", "waiting", "idle",
-    "period_ns", "work_ns", "starved_ns", "slack_ns",
-)  # fmt: skip
-
-
 def stages_table(pa, where: dict[str, Any], trace: Trace, path: Path):
     """One row per stage of each kernel of one trace, with its kernel's fill, drain and bound."""
     roles = roles_for(path)
-    rows: dict[str, list] = {name: [] for name in ("kernel", *STAGE_COLUMNS, "bound", "fill_ns", "drain_ns")}
+    rows: dict[str, list] = {
+        name: [] for name in ("kernel", *stages_mod.STAGE_COLUMNS, "bound", "fill_ns", "drain_ns")
+    }
     for pipe in stages_mod.pipelines(trace, dags_for(path), roles):
         for stage in pipe.stages:
             rows["kernel"].append(pipe.kernel)
-            for column in STAGE_COLUMNS:
+            for column in stages_mod.STAGE_COLUMNS:
                 rows[column].append(getattr(stage, "name" if column == "stage" else column))
             rows["bound"].append(stage.name == pipe.bound)
             rows["fill_ns"].append(pipe.fill_ns)

@@ -31,16 +31,14 @@ or, without a DAG, each range name on its role's warps (``kernel_symbols.json``)
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..model.annotations import Dag, Roles
 from ..model.trace import Trace
+from ..model.vocab import WAIT_PATTERN
 from . import bound as bound_mod
 from . import flows as flows_mod
-
-#: Ranges whose name matches it are waiting, not work (``--wait-pattern``).
-WAIT_PATTERN = "wait*"
 
 
 @dataclass
@@ -56,6 +54,11 @@ class Stage:
     work_ns: float | None  # mean work per instance (its time minus the waits inside it)
     starved_ns: float | None  # median per instance, where it consumes an edge
     slack_ns: float | None  # median per instance, where it produces for an edge
+
+
+#: The stage table's columns (``iket show --pipeline --format csv``, SQL's ``stages``): the
+#: fields of :class:`Stage`, its ``name`` called ``stage``.
+STAGE_COLUMNS = ("stage", *(f.name for f in fields(Stage) if f.name != "name"))
 
 
 @dataclass
@@ -81,21 +84,26 @@ def pipelines(
     paired = flows_mod.pair(trace, dags) if dags else flows_mod.Pairing()
     edges = [edge for dag in dags for edge in dag.edges]
     found = []
-    kernels: dict[str, list[int]] = {}
-    for number, launch in enumerate(trace.launches):
-        kernels.setdefault(launch.kernel, []).append(number)
-    for kernel, numbers in kernels.items():
-        table = _Table(trace, numbers)
-        if not table.size:
-            continue
+    for kernel, launches, table in _kernel_tables(trace):
         stages = _stage_keys(trace, table, edges, roles, wait_pattern)
         if not stages:
             continue
         arrows = _arrows_of(np, paired, table)
         found.append(
-            _pipeline(np, trace, table, kernel, len(numbers), stages, edges, arrows, wait_pattern, roles)
+            _pipeline(np, trace, table, kernel, launches, stages, edges, arrows, wait_pattern, roles)
         )
     return found
+
+
+def _kernel_tables(trace: Trace):
+    """(kernel, its launch count, its :class:`_Table`) for each kernel that recorded ranges."""
+    kernels: dict[str, list[int]] = {}
+    for number, launch in enumerate(trace.launches):
+        kernels.setdefault(launch.kernel, []).append(number)
+    for kernel, numbers in kernels.items():
+        table = _Table(trace, numbers)
+        if table.size:
+            yield kernel, len(numbers), table
 
 
 #: How ``iket diff`` names a stage's period row: ``load (period)``.
@@ -109,18 +117,10 @@ def period_gaps(trace: Trace, dags: list[Dag], roles: Roles | None) -> dict[tupl
 
     edges = [edge for dag in dags for edge in dag.edges]
     found: dict[tuple[str, str], list[int]] = {}
-    kernels: dict[str, list[int]] = {}
-    for number, launch in enumerate(trace.launches):
-        kernels.setdefault(launch.kernel, []).append(number)
-    for kernel, numbers in kernels.items():
-        table = _Table(trace, numbers)
-        if not table.size:
-            continue
-        index_of = {name: i for i, name in enumerate(trace.strings)}
+    index_of = {name: i for i, name in enumerate(trace.strings)}
+    for kernel, _launches, table in _kernel_tables(trace):
         for name, role in _stage_keys(trace, table, edges, roles, WAIT_PATTERN):
-            rows = _order(np, table, np.flatnonzero(table.name == index_of[name]))
-            same = table.warp[rows][1:] == table.warp[rows][:-1]
-            gaps = np.diff(table.start[rows])[same]
+            gaps = _gaps(np, table, np.flatnonzero(table.name == index_of[name]))
             label = PERIOD_ROW.format(stage=name if role is None else f"{name} on {role}")
             found[(kernel, label)] = gaps.tolist()
     return found
@@ -135,8 +135,9 @@ class _Table:
         names, warps, starts, ends, ctas = [], [], [], [], []
         life_warp, life_start, life_end = [], [], []
         self.offset: dict[int, int] = {}
-        cta_ids: dict[tuple, int] = {}
         count = len(trace.locations)
+        cta_of_loc = flows_mod.cta_numbers(np, trace)  # a CTA is (launch, this number)
+        per_launch = int(cta_of_loc.max()) + 1 if count else 1
         total = 0
         for number in numbers:
             launch = trace.launches[number]
@@ -148,8 +149,7 @@ class _Table:
             warps.append(number * count + loc)
             starts.append(np.asarray(r.start, dtype=np.int64))
             ends.append(np.asarray(r.end, dtype=np.int64))
-            cta_of = [cta_ids.setdefault((number, tuple(p["ctaId"])), len(cta_ids)) for p in trace.locations]
-            ctas.append(np.asarray(cta_of, dtype=np.int64)[loc] if len(loc) else loc)
+            ctas.append(number * per_launch + cta_of_loc[loc] if len(loc) else loc)
             life_warp.append(number * count + np.asarray(w.loc, dtype=np.int64))
             life_start.append(np.asarray(w.start, dtype=np.int64))
             life_end.append(np.asarray(w.end, dtype=np.int64))
@@ -276,10 +276,15 @@ def _order(np, table, rows):
     return rows[np.lexsort((table.start[rows], table.warp[rows]))]
 
 
-def _period(np, table, rows) -> float | None:
+def _gaps(np, table, rows):
+    """The gaps between consecutive starts of ``rows`` on a warp."""
     ordered = _order(np, table, rows)
     same = table.warp[ordered][1:] == table.warp[ordered][:-1]
-    gaps = np.diff(table.start[ordered])[same]
+    return np.diff(table.start[ordered])[same]
+
+
+def _period(np, table, rows) -> float | None:
+    gaps = _gaps(np, table, rows)
     return float(np.median(gaps)) if len(gaps) else None
 
 

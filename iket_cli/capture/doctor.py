@@ -292,7 +292,7 @@ def gpu_table(*, refresh: bool = False, env: dict[str, str] | None = None) -> di
 
     env = dict(os.environ if env is None else env)
     tool = toolchain.find(None, env)
-    gpus = probes.gpus()
+    gpus = sysinfo.query_gpus()
     if not gpus:
         raise IketError(
             "iket doctor --gpu needs an NVIDIA GPU: nvidia-smi found none", hint="run it on the GPU machine"

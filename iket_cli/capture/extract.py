@@ -26,11 +26,10 @@ from ..errors import TargetError, UsageError
 from ..model.vocab import EXTRACT_DIR
 from ._hook.iket_saved import CHECK, DIR_ENV, INDEX
 from .hook import HOOK_DIR
-from .targets import Target, find_module
+from .targets import Target, find_module, parse_source, top_level_binding
 
 #: The passes' function target: call FUNC with the saved arguments.
 REPLAY_TARGET = Target("function", f"{HOOK_DIR / 'iket_replay.py'}:main")
-DEFAULT_MAX = "4G"
 
 
 @dataclass(frozen=True)
@@ -158,45 +157,24 @@ def _root_of(source: Path, module: str) -> Path:
 
 
 def _check_defined(source: Path, function: str, qualname: str) -> None:
-    try:
-        tree_ = ast.parse(source.read_bytes(), filename=str(source))
-    except SyntaxError as error:
-        raise TargetError(f"{source} does not parse: {error.msg} (line {error.lineno})") from None
-    body: list[ast.stmt] = tree_.body
+    """FUNC (``func`` or ``Class.method``) is, or may be, a callable of ``source`` (exit 2 if not)."""
+    owner: ast.Module | ast.ClassDef = parse_source(source)
     *classes, name = qualname.split(".")
     for part in classes:
-        found = [n for n in body if isinstance(n, ast.ClassDef) and n.name == part]
+        found = [n for n in owner.body if isinstance(n, ast.ClassDef) and n.name == part]
         if not found:
             raise TargetError(
                 f"--extract {function}: no class {part} in {source.name}", hint="check the name"
             )
-        body = found[-1].body
-    defined = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
-    assigned = any(_binds(n, name) for n in body)
-    if not defined and not assigned:
+        owner = found[-1]
+    binding = top_level_binding(owner, name)
+    if binding == "missing":
         raise TargetError(
             f"--extract {function}: {source.name} defines no function {qualname}",
             hint="name the Python function that launches the kernel (module:func or module:Class.method)",
         )
-    if not defined and any(_binds_literal(n, name) for n in body):
+    if binding == "constant":
         raise TargetError(f"--extract {function} is not callable", hint="name a function or a method")
-
-
-def _binds(node: ast.stmt, name: str) -> bool:
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return any((a.asname or a.name.split(".")[0]) == name or a.name == "*" for a in node.names)
-    if isinstance(node, (ast.If, ast.Try, ast.With)):
-        return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
-    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-    return any(isinstance(t, ast.Name) and t.id == name for t in targets)
-
-
-def _binds_literal(node: ast.stmt, name: str) -> bool:
-    return (
-        isinstance(node, ast.Assign)
-        and _binds(node, name)
-        and isinstance(node.value, (ast.Constant, ast.List, ast.Dict, ast.Tuple))
-    )
 
 
 def from_capture(folder: Path, cwd: Path) -> tuple[Target, Extract]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
-from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES
+from ..model.vocab import LOG_LEVELS, MAX_EXTRACT, POSTPROCESS_CHOICES
 from . import extract as extract_mod
 from . import outdir, patterns, targets, toolchain, trackers
 from .targets import Target
@@ -56,7 +56,7 @@ class Options:
     command: list[str] | None = None  # the iket command line, recorded in the manifest
     extract: str | None = None  # MODULE:FUNC: record its calls in a plain run, capture a replay
     calls: str | int = "1"  # which calls --extract records: N, A-B or last
-    max_extract: str | int = extract_mod.DEFAULT_MAX  # bytes the saved calls may take
+    max_extract: str | int = MAX_EXTRACT  # bytes the saved calls may take
     extract_rank: int = 0  # the rank whose process records (else the first to call FUNC)
     stop_after: bool = True  # end the record run once the last chosen call is saved
     replay: Path | None = None  # capture again from the calls saved in this capture
@@ -122,7 +122,7 @@ class Options:
                 ("--calls", str(self.calls) != "1"),
                 ("--extract-rank", self.extract_rank != 0),
                 ("--no-stop-after", not self.stop_after),
-                ("--max-extract", self.max_extract != extract_mod.DEFAULT_MAX),
+                ("--max-extract", self.max_extract != MAX_EXTRACT),
             )
             if on
         ]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import atomic, jsonio
-from . import spawn, sysinfo, toolchain, trackers
+from . import spawn, toolchain, trackers
 from .tree import kill_tree
 
 PROBE_TIMEOUT_S = 240
@@ -194,8 +194,3 @@ def _verdict(name: str, out: str, seconds: float) -> Verdict:
     own = [line for line in lines if not line.startswith("[run-iket]")]  # the workload's error first
     said = (own or lines or ["no output"])[-1]
     return Verdict(name, FAILED, said[:200], seconds)
-
-
-def gpus() -> list[dict[str, str]]:
-    """This machine's GPUs and driver (nvidia-smi), for the stack's key."""
-    return sysinfo.query_gpus()

@@ -158,16 +158,20 @@ def _resolve_function(target: Target, cwd: Path, python: str) -> Target:
     return Target("function", spec, target.args)
 
 
-def _check_function(source: Path, module: str, func: str) -> None:
-    """Fail unless ``func`` is (or may be) a callable defined at the top of ``source``."""
+def parse_source(source: Path) -> ast.Module:
+    """``source``'s syntax tree, or the one-line error of a file that does not parse (exit 2)."""
     try:
-        tree = ast.parse(source.read_bytes(), filename=str(source))
+        return ast.parse(source.read_bytes(), filename=str(source))
     except SyntaxError as error:
         raise TargetError(
             f"{source} does not parse: {error.msg} (line {error.lineno})",
             hint="fix the syntax error first",
         ) from None
-    binding = _top_level_binding(tree, func)
+
+
+def _check_function(source: Path, module: str, func: str) -> None:
+    """Fail unless ``func`` is (or may be) a callable defined at the top of ``source``."""
+    binding = top_level_binding(parse_source(source), func)
     if binding == "missing":
         raise TargetError(
             f"{module} has no function {func!r}",
@@ -180,8 +184,9 @@ def _check_function(source: Path, module: str, func: str) -> None:
         )
 
 
-def _top_level_binding(tree: ast.Module, name: str) -> str:
-    """``"callable"``, ``"constant"``, ``"unknown"`` or ``"missing"`` for a top-level name."""
+def top_level_binding(tree: ast.Module | ast.ClassDef, name: str) -> str:
+    """``"callable"``, ``"constant"``, ``"unknown"`` or ``"missing"`` for a name bound at the
+    top of a module (or of a class's body)."""
     verdict = "missing"
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

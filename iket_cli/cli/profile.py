@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import IketError, UsageError
-from ..model.vocab import LOG_LEVELS, LOG_NAME, MANIFEST_NAME, POSTPROCESS_CHOICES
+from ..model.vocab import LOG_LEVELS, LOG_NAME, MANIFEST_NAME, MAX_EXTRACT, POSTPROCESS_CHOICES
 
 
 def split_workload(
@@ -215,7 +215,7 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
 )
 @click.option(
     "--max-extract",
-    default="4G",
+    default=MAX_EXTRACT,
     show_default=True,
     metavar="SIZE",
     help="--extract: stop (exit 1) if the saved calls would take more than this.",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..model.vocab import GROUPINGS, SHOW_FORMATS
+from ..model.vocab import GROUPINGS, SHOW_FORMATS, WAIT_PATTERN
 
 
 def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tuple[int, int, int] | None:
@@ -71,7 +71,7 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
 )
 @click.option(
     "--wait-pattern",
-    default="wait*",
+    default=WAIT_PATTERN,
     show_default=True,
     metavar="GLOB",
     help="--pipeline: ranges whose name matches are waiting, not work.",

@@ -12,8 +12,12 @@ MANIFEST_NAME = "manifest.json"
 LOG_NAME = "iket.log"
 #: The warm standby's log (capture/warm.py), kept beside ``iket.log``.
 WARM_LOG_NAME = "warm.log"
-#: ``--extract``: the saved calls of FUNC, inside a capture (capture/extract.py).
+#: ``--extract``: the saved calls of FUNC, inside a capture (capture/extract.py), and
+#: ``--max-extract``'s default.
 EXTRACT_DIR = "extract"
+MAX_EXTRACT = "4G"
+#: ``iket show --pipeline --wait-pattern``'s default: ranges named so are waiting, not work.
+WAIT_PATTERN = "wait*"
 #: One JSON line per Python process of the passes, written by the start-up hook.
 PROCS_NAME = "processes.jsonl"
 #: run-iket's ``--enable-stats`` report.

@@ -10,24 +10,12 @@ import json
 from dataclasses import asdict
 from typing import IO, Any
 
+from ..analysis.stages import STAGE_COLUMNS
 from ..model.names import short as short_name
 from ..model.units import duration
 
-COLUMNS = (
-    "process",
-    "kernel",
-    "stage",
-    "role",
-    "instances",
-    "warps",
-    "busy",
-    "waiting",
-    "idle",
-    "period_ns",
-    "work_ns",
-    "starved_ns",
-    "slack_ns",
-)
+#: The CSV's columns: where, then the stage's figures (analysis/stages.STAGE_COLUMNS).
+COLUMNS = ("process", "kernel", *STAGE_COLUMNS)
 
 
 def to_json(found: list[tuple[str, list]]) -> dict[str, Any]:
@@ -82,19 +70,8 @@ def _cells(stage) -> list[str]:
     ]
 
 
-HEADER = (
-    "stage",
-    "role",
-    "instances",
-    "warps",
-    "busy",
-    "waiting",
-    "idle",
-    "period",
-    "work",
-    "starved",
-    "slack",
-)
+#: The table's and markdown's header: the same figures, shown with their units.
+HEADER = tuple(column.removesuffix("_ns") for column in STAGE_COLUMNS)
 
 
 def _markdown(found, out: IO[str]) -> None:
