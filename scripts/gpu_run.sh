@@ -55,7 +55,7 @@ if [[ $part == pipeline ]]; then  # issue 33 (CuTe DSL bundle): arrows per shape
   echo "== pipeline shapes: arrows against an independent pairing, the bound"
   IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_pipeline.py -v -s -p no:cacheprovider -o addopts="" ${PIPELINE_K:+-k "$PIPELINE_K"} \
     > "$keep/gpu_pipeline.log" 2>&1
-  grep -E "PASSED|FAILED|ERROR|passed|failed|arrows|bound by|busiest|no stage|^E " "$keep/gpu_pipeline.log" | tail -30
+  grep -E "PASSED|FAILED|ERROR|passed|failed|arrows|bound|balanced|period|agree|alone|different payloads|^E " "$keep/gpu_pipeline.log" | tail -40
 fi
 if [[ $part == faults || $part == all || $part == hardening ]]; then  # issue 15: signals, timeout, kill -9 mid capture pass
   echo "== faults in the middle of a real capture pass"

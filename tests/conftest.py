@@ -267,6 +267,19 @@ def torch_warp(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def pipeline_shapes(tmp_path_factory) -> Path:
+    """H200 captures of ``examples/cute_pipeline.py`` and ``examples/cute_round_robin.py`` in
+    nine shapes and speeds (``scripts/gpu_pipeline.py``'s SHAPES; one folder each, the trace
+    JSON, DAG, roles and manifest: ``tests/fixtures/pipeline_shapes.tar.xz``)."""
+    import tarfile
+
+    folder = tmp_path_factory.mktemp("pipeline_shapes")
+    with tarfile.open(FIXTURES / "pipeline_shapes.tar.xz") as archive:
+        archive.extractall(folder, filter="data")
+    return folder
+
+
+@pytest.fixture(scope="session")
 def slurm_cluster() -> None:
     """A Slurm cluster that answers; .ci/run starts a one-node one (scripts/slurm_local.sh)."""
     from iket_cli.capture import slurm

@@ -3,14 +3,22 @@
 Given the stage rows of :mod:`.stages`: among producers whose consumers waited for them
 (``starved`` above one timer step), the busiest; where no consumer waited, among consumers
 whose producers' output waited for them (``slack`` above one timer step), the busiest;
-without a DAG, the busiest stage, named as such. What the period would become were it as
-fast as the next slowest stage: about that stage's work per instance.
+where no stage waited for another at all, every stage keeps pace with the others (a
+balanced pipeline): the busiest, said as such; without a DAG, the busiest stage, named as
+such. What the period would become were it as
+fast as the next slowest stage: about that stage's work per instance; where that gains
+less than :data:`NEARLY_BALANCED` of the period, the sentence says the stages are nearly
+balanced (speeding up the bound alone would not help much).
 """
 
 from __future__ import annotations
 
 from ..model.units import duration
 from ..model.vocab import TIMER_STEP_NS
+
+#: A bound whose speed-up to the next slowest stage would shorten the period by less than
+#: this share leaves a nearly balanced pipeline: every stage must get faster.
+NEARLY_BALANCED = 0.1
 
 
 def bounded(rows, edges: list[str]) -> tuple[str | None, str | None, float | None, str]:
@@ -36,7 +44,7 @@ def bounded(rows, edges: list[str]) -> tuple[str | None, str | None, float | Non
         bound, consumer = by_name[candidates[0][0]], by_name[candidates[0][1]]
     elif held:
         bound, consumer, producer = by_name[held[0][0]], None, by_name[held[0][1]]
-    elif not edges and rows:
+    elif rows and any(row.busy for row in rows):
         bound, consumer = max(rows, key=lambda row: row.busy or 0), None
     else:
         return None, None, None, unbound(edges)
@@ -51,6 +59,12 @@ def bounded(rows, edges: list[str]) -> tuple[str | None, str | None, float | Non
         said += (
             f"; `{producer.name}`'s output waits a median {duration(producer.slack_ns)} per instance for it"
         )
+    elif edges:
+        rest = ", ".join(f"`{row.name}` {(row.busy or 0):.0%}" for row in rows if row is not bound)
+        said = (
+            f"balanced: no stage waits for another longer than one timer step; the busiest is "
+            f"`{bound.name}`{where}, busy {(bound.busy or 0):.0%} of its warps' time ({rest})"
+        )
     else:
         said = (
             f"busiest stage `{bound.name}`{where} (no DAG: no stage is known to wait for it): "
@@ -61,6 +75,9 @@ def bounded(rows, edges: list[str]) -> tuple[str | None, str | None, float | Non
             f"; were it as fast as the next slowest stage, the period would go from "
             f"{duration(bound.period_ns)} to about {duration(max(faster, 0))}"
         )
+        gain = 1 - max(faster, 0) / bound.period_ns if bound.period_ns else 0.0
+        if (consumer or producer) and gain < NEARLY_BALANCED:
+            said += f", only {max(gain, 0):.0%} less: the stages are nearly balanced, all must get faster"
     return bound.name, consumer and consumer.name, faster, said
 
 

@@ -37,6 +37,7 @@ from ..model.folder import find_traces, manifest_of
 from ..model.names import Namer, short
 from ..model.vocab import DIFF_STATS, TIMER_STEP_NS
 from . import gate, launches, spread, stages
+from .stats import nearest_rank
 
 NOISE_SIGMAS = 3.0
 
@@ -153,8 +154,7 @@ def statistic(values: list[int], stat: str) -> float:
         return float(sum(ordered))
     if stat == "mean":
         return sum(ordered) / len(ordered)
-    q = 0.5 if stat == "median" else 0.9
-    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))])
+    return float(ordered[nearest_rank(len(ordered), 0.5 if stat == "median" else 0.9)])
 
 
 def median_se(values: list[int]) -> float | None:

@@ -8,7 +8,8 @@ or, without a DAG, each range name on its role's warps (``kernel_symbols.json``)
   its warps' lifetime; ``waiting``: the time of its warps inside wait ranges (token or push
   ranges whose name matches the wait pattern, ``wait*`` by default: waiting, not work);
   ``idle``: the rest.
-* ``period``: the median gap between consecutive starts of the stage on a warp.
+* ``period``: the median gap between consecutive starts of the stage on a warp. Medians
+  are nearest-rank, as everywhere in iket (:func:`.stats.median`): a value that occurred.
 * ``starved`` (a consumer stage): per instance, how long its warp was free before its
   input was ready: ``source end − previous end`` on the consumer's warp (the previous
   instance of the stage, or the warp's start), at most the gap before the instance; over
@@ -39,6 +40,7 @@ from ..model.trace import Trace
 from ..model.vocab import WAIT_PATTERN
 from . import bound as bound_mod
 from . import flows as flows_mod
+from .stats import median
 
 
 @dataclass
@@ -266,8 +268,8 @@ def _stage(np, table, key, rows, is_wait, starved, slack) -> Stage:
         idle,
         _period(np, table, rows),
         (spent - inside) / len(rows),
-        None if starved is None or not len(starved) else float(np.median(starved)),
-        None if slack is None or not len(slack) else float(np.median(slack)),
+        None if starved is None else median(starved),
+        None if slack is None else median(slack),
     )
 
 
@@ -285,7 +287,7 @@ def _gaps(np, table, rows):
 
 def _period(np, table, rows) -> float | None:
     gaps = _gaps(np, table, rows)
-    return float(np.median(gaps)) if len(gaps) else None
+    return median(gaps)
 
 
 def _previous_end(np, table, rows):
@@ -380,7 +382,4 @@ def _fill_drain(np, table, first_rows, last_rows) -> tuple[float | None, float |
     np.maximum.at(closed, table.cta[first_rows], table.end[first_rows])
     fills = (opened - begin)[opened != np.iinfo(np.int64).max]
     drains = (finish - closed)[closed != np.iinfo(np.int64).min]
-    return (
-        float(np.median(fills)) if len(fills) else None,
-        float(np.median(drains)) if len(drains) else None,
-    )
+    return median(fills), median(drains)

@@ -40,10 +40,25 @@ def stats(values) -> Stats | None:
         return None
 
     def rank(q: float) -> int:
-        return int(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))])
+        return int(ordered[nearest_rank(n, q)])
 
     total = int(ordered.sum())
     return Stats(n, total, total / n, int(ordered[0]), rank(0.5), rank(0.9), rank(0.99), int(ordered[-1]))
+
+
+def nearest_rank(n: int, q: float) -> int:
+    """The index, in ``n`` sorted values, of their nearest-rank ``q`` percentile: iket's
+    percentiles are values that occurred (the median of an even count is the lower middle)."""
+    return min(n - 1, max(0, math.ceil(q * n) - 1))
+
+
+def median(values) -> float | None:
+    """The nearest-rank median of a numpy array (None for none): what ``p50`` is everywhere."""
+    import numpy as np
+
+    if not len(values):
+        return None
+    return float(np.partition(values, nearest_rank(len(values), 0.5))[nearest_rank(len(values), 0.5)])
 
 
 def ints(column):

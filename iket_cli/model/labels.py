@@ -63,6 +63,26 @@ def payload_sites(procs_file: Path) -> dict[int, list[dict[str, Any]]]:
     }
 
 
+def unmatched_payloads(procs_file: Path) -> list[str]:
+    """The CuTe DSL token ranges whose ``range_start`` and ``range_end`` were compiled with
+    different payloads (one with, one without, or two types), as ``name (start: i32, end:
+    none)``. CuTe DSL requires the same at both ends; run-iket 4.8.1's capture pass dies of
+    a payload at the start only (SIGSEGV on the H200: docs/gpu/pipeline/), so a crash's
+    diagnosis names them."""
+    ends: dict[str, dict[str, set]] = {}
+    for sites in payload_sites(procs_file).values():
+        for site in sites:
+            if site["op"] in ("range_start", "range_end"):
+                ends.setdefault(site["name"], {"range_start": set(), "range_end": set()})[site["op"]].add(
+                    site["type"] or "none"
+                )
+    return [
+        f"{name} (start: {', '.join(sorted(e['range_start']))}, end: {', '.join(sorted(e['range_end']))})"
+        for name, e in sorted(ends.items())
+        if e["range_start"] and e["range_end"] and e["range_start"] != e["range_end"]
+    ]
+
+
 def _label(record: dict[str, Any]) -> dict[str, Any]:
     env = record.get("env", {})
 

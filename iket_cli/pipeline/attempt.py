@@ -132,6 +132,8 @@ def keep_evidence(
     ``unwritten`` are log lines a full disk refused; they are added once room is made.
     Nothing here raises for the file system: what cannot be written is left out.
     """
+    if isinstance(error, InjectionCrash):
+        _known_cause(error, staging.root / PROCS_NAME)
     with contextlib.suppress(OSError, IketError):
         capture = staging.finalize()
         if isinstance(error, DiskFullError):
@@ -160,6 +162,25 @@ def keep_evidence(
             error.details += [*launched_before(where), *injection_warnings(where), *probed(plan, facts)]
     error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
+
+
+def _known_cause(error: InjectionCrash, procs_file: Path) -> None:
+    """Where the kernels compiled token ranges whose two ends carry different payloads, say so
+    first and say what to change (instead of the GEMM hint): a known cause of the crash."""
+    with contextlib.suppress(OSError, ValueError):
+        unmatched = labels.unmatched_payloads(procs_file)
+        if unmatched:
+            said = "; ".join(unmatched)
+            error.details.insert(0, f"token ranges whose two ends carry different payloads: {said}")
+            error.hint = UNMATCHED_PAYLOAD_HINT
+
+
+#: What to do about :func:`labels.unmatched_payloads` (instead of the GEMM hint).
+UNMATCHED_PAYLOAD_HINT = (
+    "give range_end the payload its range_start has (iket.range_end(token, payload), same type): "
+    "CuTe DSL requires it, and run-iket 4.8.1's capture pass dies without it (README: When run-iket "
+    "itself fails)"
+)
 
 
 def launched_before(folder: Path, count: int = 4) -> list[str]:

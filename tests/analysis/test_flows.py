@@ -146,3 +146,42 @@ def test_the_drawn_arrows_are_capped_per_launch_not_the_pairing():
     assert len(flows.pair(trace, DAG).arrows) == 30
     assert len(flows.flows(trace, DAG, cap=10)) == 10
     assert isinstance(trace.launches[0].ranges.start, array)
+
+
+# -- the H200 captures of every shape, against a pairing from what each kernel is known to do
+
+
+SHAPES = ("1to4", "2to4", "2to1", "slow-reduce", "slower-reduce", "balanced", "slower-load")
+
+
+def iket_pairing(trace_path: Path) -> set:
+    from iket_cli.model import annotations
+    from iket_cli.model import trace as trace_mod
+
+    loaded = trace_mod.load(trace_path)
+    found = set()
+    for f in flows.pair(loaded, annotations.dags_for(trace_path)).arrows:
+        r = loaded.launches[f.launch].ranges
+        found.add(
+            tuple(
+                (f.launch, loaded.name(r.name[row]), r.loc[row], r.start[row]) for row in (f.source, f.target)
+            )
+        )
+    return found
+
+
+def test_every_h200_shape_pairs_as_the_kernel_feeds(pipeline_shapes):
+    """Issue 33's done-when on real captures: one producer warp to four consumers, two
+    cooperating producers to four and to one, three speeds, and round-robin producers paired
+    by payload (the tile's index; a repeating stage index with the tiles taken out of order)."""
+    import json
+
+    from conftest import project_module
+
+    recount = project_module("scripts", "pipeline_recount")
+    for shape in (*SHAPES, *recount.ROUND_ROBIN):
+        (trace_path,) = (pipeline_shapes / shape).glob("iket_pid_*.trace.json")
+        doc = json.loads(trace_path.read_text())
+        expected, got = recount.for_shape(shape, doc), iket_pairing(trace_path)
+        arrows = {"2to4": 2 * 1024, "2to1": 1024 // 2}.get(shape, 1024)  # producer warps x consumer warps
+        assert got == expected and len(got) == arrows, (shape, len(got), len(expected))

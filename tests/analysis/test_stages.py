@@ -2,15 +2,15 @@
 
 A simulated two-stage pipeline (a producer warp, a consumer warp that waits in a ``wait``
 range for each tile) names the slow stage as the bound, and the bound follows when the
-other stage is made 2x slower than it. On the real H200 capture of examples/cute_pipeline.py
-every figure of ``iket show --pipeline`` is recounted here from the trace JSON.
+other stage is made 2x slower than it. On the real H200 captures of examples/cute_pipeline.py
+and examples/cute_round_robin.py in every shape, every figure of ``iket show --pipeline`` is
+recounted from the trace JSON (scripts/pipeline_recount.py), and the report, SQL and ``iket
+diff`` say the same.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -87,6 +87,21 @@ def test_a_slow_producer_is_named_and_the_bound_follows_a_slower_consumer():
     assert "`load`'s output waits a median" in slow_math.sentence
 
 
+def test_a_balanced_pipeline_names_its_busiest_stage_as_such():
+    """Nothing waits either way (the consumer finishes each tile as the next one lands): no
+    stage is waited for, every stage keeps pace, and the sentence says so."""
+    (even,) = stages.pipelines(simulate(load_ns=1000, math_ns=980), DAG, None)
+    found = by_name(even)
+    assert found["math"].starved_ns == 0 and found["load"].slack_ns == 0
+    assert even.bound == "load" and even.consumer is None, even.sentence
+    assert even.sentence.startswith("balanced: no stage waits for another"), even.sentence
+    assert f"(`math` {found['math'].busy:.0%})" in even.sentence
+    assert "from 1.00 µs to about 980 ns" in even.sentence
+    (nearly,) = stages.pipelines(simulate(load_ns=1000, math_ns=1050), DAG, None)
+    assert nearly.bound == "math" and "from 1.07 µs to about 1.00 µs, only 7% less" in nearly.sentence
+    assert nearly.sentence.endswith("the stages are nearly balanced, all must get faster"), nearly.sentence
+
+
 def test_fill_and_drain():
     (pipe,) = stages.pipelines(simulate(load_ns=1000, math_ns=300, tiles=5, ctas=1), DAG, None)
     assert pipe.fill_ns == 1000 + 20, "the first math starts once the first tile is loaded"
@@ -97,73 +112,112 @@ def test_no_stages_and_no_roles_means_no_pipeline():
     assert stages.pipelines(simulate(1000, 300), [], None) == []
 
 
-# -- the H200 capture of examples/cute_pipeline.py, recounted from its JSON -----------------
+# -- the H200 captures, recounted from their JSON (scripts/pipeline_recount.py) -------------
 
 PIPE = FIXTURES / "cute_pipeline"
+#: The H200 shapes (tests/fixtures/pipeline_shapes.tar.xz) and the stage that bounds each;
+#: ``balanced`` keeps both stages busy, so either may be named, with the word "balanced".
+BOUNDS = {
+    "1to4": "load",
+    "2to4": "load",
+    "2to1": "load",
+    "slow-reduce": "reduce",
+    "slower-reduce": "reduce",
+    "balanced": None,
+    "slower-load": "load",
+    "rr-tile": "load",
+    "rr-stage-swap": "load",
+}
 
 
-def recount() -> dict:
-    doc = json.loads((PIPE / "iket_pid_0xfc5.trace.json").read_text())
-    (launch,) = doc["launches"]
-    where = doc["locationTable"]
-    per_warp: dict = defaultdict(lambda: defaultdict(list))
-    for r in launch["ranges"]:
-        loc = r["warpLocIdxs"][0]
-        per_warp[loc][doc["stringTable"][r["rangeNameIdx"]]].append((r["startTs"], r["endTs"]))
-    life = {w["locIdx"]: (w["startTs"], w["endTs"]) for w in launch["warpLifetimes"]}
-    out = {}
-    for name in ("load", "reduce"):
-        warps = [loc for loc in per_warp if per_warp[loc][name]]
-        spans = [e - s for loc in warps for s, e in per_warp[loc][name]]
-        waits = [e - s for loc in warps for s, e in per_warp[loc]["wait"]]
-        lifetime = sum(life[loc][1] - life[loc][0] for loc in warps)
-        gaps = [
-            b[0] - a[0]
-            for loc in warps
-            for a, b in zip(sorted(per_warp[loc][name]), sorted(per_warp[loc][name])[1:], strict=False)
-        ]
-        out[name] = {
-            "instances": len(spans),
-            "warps": len(warps),
-            "busy": sum(spans) / lifetime,
-            "waiting": sum(waits) / lifetime,
-            "period": statistics.median(gaps),
-        }
-    starved = []  # k-th load of a CTA feeds the k-th reduce of each consumer warp (equal counts)
-    for loc, names in per_warp.items():
-        if not names["reduce"]:
-            continue
-        cta = where[loc]["ctaId"]
-        (producer,) = [p for p in per_warp if where[p]["ctaId"] == cta and per_warp[p]["load"]]
-        loads, reduces = sorted(per_warp[producer]["load"]), sorted(names["reduce"])
-        previous = life[loc][0]
-        for (_, load_end), (start, end) in zip(loads, reduces, strict=True):
-            starved.append(max(0, min(load_end, start) - previous))
-            previous = end
-    out["reduce"]["starved"] = statistics.median(starved)
-    return out
+def recount():
+    from conftest import project_module
+
+    return project_module("scripts", "pipeline_recount")
 
 
-def test_show_pipeline_on_the_h200_capture_equals_a_recount(tmp_path):
-    expected = recount()
-    shown = run_iket("show", PIPE, "--pipeline", "--format", "json", cwd=tmp_path)
+def folder_of(pipeline_shapes: Path, shape: str | None) -> Path:
+    return PIPE if shape is None else pipeline_shapes / shape
+
+
+def shown_pipeline(folder: Path, tmp_path: Path) -> dict:
+    shown = run_iket("show", folder, "--pipeline", "--format", "json", cwd=tmp_path)
     assert shown.code == 0, shown
-    (process,) = json.loads(shown.stdout)["processes"]
-    (kernel,) = process["kernels"]
-    got = {s["name"]: s for s in kernel["stages"]}
-    for name, figures in expected.items():
-        stage = got[name]
-        assert (stage["instances"], stage["warps"]) == (figures["instances"], figures["warps"])
-        assert stage["busy"] == pytest.approx(figures["busy"], rel=1e-9), name
-        assert stage["waiting"] == pytest.approx(figures["waiting"], rel=1e-9), name
-        assert stage["period_ns"] == figures["period"], name
-    assert got["reduce"]["starved_ns"] == expected["reduce"]["starved"]
-    assert kernel["bound"] == "load" and got["load"]["role"] == "Producer"
+    (kernel,) = json.loads(shown.stdout)["processes"][0]["kernels"]
+    return kernel
+
+
+@pytest.mark.parametrize("shape", [None, *BOUNDS])
+def test_show_pipeline_on_the_h200_captures_equals_a_recount(pipeline_shapes, tmp_path, shape):
+    """Every figure of every stage, on every shape (None: the first capture of cute_pipeline.py)."""
+    folder = folder_of(pipeline_shapes, shape)
+    (trace_path,) = folder.glob("iket_pid_*.trace.json")
+    doc = recount().load(trace_path)
+    counted = recount().stages(doc, ["load", "reduce"], recount().for_shape(shape or "1to4", doc))
+    kernel = shown_pipeline(folder, tmp_path)
+    for stage in kernel["stages"]:
+        for mine, theirs in recount().SHOWN.items():
+            want = counted[stage["name"]][mine]
+            assert stage[theirs] == (want if want is None else pytest.approx(want, rel=1e-9)), (shape, mine)
+    bound = BOUNDS.get(shape, "load")
+    assert kernel["bound"] == bound if bound else "balanced" in kernel["sentence"], kernel["sentence"]
+    roles = {s["name"]: s["role"] for s in kernel["stages"]}
+    assert roles == {"load": "Producer", "reduce": "Consumer"}
+
+
+def test_show_pipeline_table_and_csv(tmp_path):
     table = run_iket("show", PIPE, "--pipeline", cwd=tmp_path)
     assert "bound by `load` on Producer" in table.stdout
     csv = run_iket("show", PIPE, "--pipeline", "--format", "csv", cwd=tmp_path)
     assert csv.stdout.splitlines()[0].startswith("process,kernel,stage,role,instances")
     assert len(csv.stdout.splitlines()) == 3
+
+
+def test_the_period_and_the_bound_follow_the_slower_stage_on_the_h200(pipeline_shapes, tmp_path):
+    """Issue 33's done-when: ``reduce`` made slow is named bound and the period is its work per
+    tile; made slower still, the period follows it; ``load`` made about twice as slow as
+    ``reduce``, the bound moves to ``load`` and the period follows it."""
+    shapes = ("slow-reduce", "slower-reduce", "slower-load")
+    pipes = {s: shown_pipeline(pipeline_shapes / s, tmp_path) for s in shapes}
+    stage = {s: {row["name"]: row for row in pipe["stages"]} for s, pipe in pipes.items()}
+    for shape, bound in (("slow-reduce", "reduce"), ("slower-reduce", "reduce"), ("slower-load", "load")):
+        assert pipes[shape]["bound"] == bound, pipes[shape]["sentence"]
+        assert stage[shape][bound]["period_ns"] == pytest.approx(stage[shape][bound]["work_ns"], rel=0.1)
+    assert stage["slower-reduce"]["reduce"]["period_ns"] > 2 * stage["slow-reduce"]["reduce"]["period_ns"]
+    assert stage["slower-load"]["load"]["work_ns"] > 1.6 * stage["slow-reduce"]["reduce"]["work_ns"]
+
+
+@pytest.mark.parametrize(("base", "new"), [("1to4", "slow-reduce"), ("rr-stage-swap", "rr-tile")])
+def test_show_sql_report_and_diff_agree_on_the_h200(pipeline_shapes, tmp_path, base, new):
+    """Issue 33's done-when: ``show --pipeline``, the report's panel, SQL's ``stages`` and
+    ``flows`` and ``iket diff``'s period rows say the same of one capture."""
+    from iket_cli.render import report
+
+    folder = pipeline_shapes / new
+    kernel = shown_pipeline(folder, tmp_path)
+    written = run_iket("report", folder, "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert written.code == 0, written
+    (panel,) = report.embedded(tmp_path / "r.html")["pipeline"]
+    assert panel["sentence"] == kernel["sentence"] and panel["stages"] == kernel["stages"]
+    staged = run_iket("sql", folder, "SELECT * FROM stages", "--format", "json", cwd=tmp_path)
+    rows = {r["stage"]: r for r in json.loads(staged.stdout)["rows"]}
+    for stage in kernel["stages"]:
+        row = rows[stage["name"]]
+        assert all(row[k] == stage[k] for k in stages.STAGE_COLUMNS if k != "stage"), stage["name"]
+        assert row["bound"] == (stage["name"] == kernel["bound"])
+    query = "SELECT count(*) AS n, min(lag_ns) AS low FROM flows"
+    counted = run_iket("sql", folder, query, "--format", "json", cwd=tmp_path)
+    (row,) = json.loads(counted.stdout)["rows"]
+    (trace_path,) = folder.glob("iket_pid_*.trace.json")
+    assert row["n"] == len(recount().for_shape(new, recount().load(trace_path))) and row["low"] >= 0
+    diffed = run_iket("diff", pipeline_shapes / base, folder, "--format", "json", cwd=tmp_path)
+    changes = {c["range"]: c for c in json.loads(diffed.stdout)["changes"]}
+    before = shown_pipeline(pipeline_shapes / base, tmp_path)
+    for side, pipe in (("base", before), ("new", kernel)):
+        for stage in pipe["stages"]:
+            assert changes[f"{stage['name']} (period)"][side] == stage["period_ns"], (side, stage["name"])
+    moved = before["bound"] != kernel["bound"]
+    assert ("the bound moved" in diffed.stderr) == moved and moved == (new == "slow-reduce"), diffed.stderr
 
 
 def test_show_pipeline_without_stages_is_one_line(tmp_path):

@@ -118,3 +118,50 @@ def test_the_diagnosis_quotes_iket_doctor_gpu_for_this_stack(harness):
     quoted = harness.profile("-o", "cap2", "crash.py:workload")
     assert "this stack): killed or failed: bf16 GEMM; survived: fp32 GEMM" in quoted.stderr, quoted
     assert os.environ.get("IKET_CACHE_DIR")
+
+
+PAYLOAD_AT_START_ONLY = """
+import os, signal
+
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.experimental import iket
+
+
+@cute.kernel
+def bump(x: cute.Tensor):
+    load = iket.range_start("load", cutlass.Int32(1))
+    x[0] = x[0] + 1.0
+    iket.range_end(load)  # no payload: CuTe DSL wants the start's
+
+
+@cute.jit
+def launch(x: cute.Tensor):
+    bump(x).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+
+def workload():
+    import numpy as np
+    from cutlass.cute.runtime import from_dlpack
+
+    cute.compile(launch, from_dlpack(np.zeros(4, np.float32)))
+    if CAPTURE_PASS:
+        os.kill(os.getpid(), signal.SIGSEGV)  # what run-iket 4.8.1's capture pass does on the H200
+"""
+
+
+def test_a_crash_of_a_kernel_whose_range_ends_carry_different_payloads_says_so(harness):
+    """A CuTe DSL token range with a payload at its start and none at its end: run-iket 4.8.1's
+    capture pass dies of it (SIGSEGV, docs/gpu/pipeline/). The kernel is compiled for real here
+    (sm_90a, no GPU needed); the start-up hook records both ends' payloads, and the diagnosis
+    names the range and says what to change, not the GEMM hint."""
+    source = PAYLOAD_AT_START_ONLY.replace("CAPTURE_PASS", CAPTURE_PASS)
+    (harness.work / "ends.py").write_text(source)
+    result = harness.profile("-o", "cap2", "ends.py:workload", env={"CUTE_DSL_ARCH": "sm_90a"})
+    harness.check(result, 1, "killed by SIGSEGV (status -11) inside run-iket's injection in the capture pass")
+    said = "token ranges whose two ends carry different payloads: load (start: i32, end: none)"
+    assert said in result.stderr, result
+    assert "give range_end the payload its range_start has" in result.stderr
+    assert "half-precision" not in result.stderr
+    record = manifest.read(harness.work / "cap2.failed")
+    assert record["error"]["type"] == "InjectionCrash" and record["error"]["phase"] == "capture"
