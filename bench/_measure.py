@@ -7,7 +7,7 @@ import subprocess
 import threading
 import time
 
-from iket_cli.capture import tree
+from iket_cli.system import tree
 
 
 def tree_rss(pid: int) -> int:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import measure  # noqa: E402
 
-from iket_cli.capture import toolchain  # noqa: E402
+from iket_cli.system import toolchain  # noqa: E402
 
 
 def main() -> int:

@@ -76,7 +76,7 @@ def keep256(cache: Path) -> Path:
     out = cache / "keep256.trace.json"
     if not out.exists():
         sys.path.insert(0, str(ROOT))
-        from iket_cli.decode import export
+        from iket_cli.decode import decoder as export
 
         with tarfile.open(ROOT / "tests/fixtures/keep256_raw.tar.xz") as archive:
             archive.extractall(cache, filter="data")

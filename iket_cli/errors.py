@@ -38,6 +38,20 @@ class ExitCode(enum.IntEnum):
     TERMINATED = 143
 
 
+class Status:
+    """The manifest's ``status`` words, beside the exit codes: what a capture's manifest says
+    of it (docs/manifest.md). ``suspect``: the passes drifted; ``partial``: a repeated
+    capture some of whose repeats failed; ``failed``, ``timeout`` and ``interrupted`` are a
+    failed attempt's evidence (``DIR.failed/``). Each error names its own (``manifest_status``)."""
+
+    OK = "ok"
+    SUSPECT = "suspect"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+
+
 class IketError(Exception):
     """Base of every error iket reports to its user.
 
@@ -46,6 +60,8 @@ class IketError(Exception):
     """
 
     exit_code: int = ExitCode.FAILED
+    #: What the manifest of an attempt that ended with this error says of it.
+    manifest_status: str = Status.FAILED
 
     def __init__(
         self,
@@ -122,12 +138,14 @@ class CaptureTimeout(CaptureError):
     """``--timeout`` expired and the process tree was killed."""
 
     exit_code = ExitCode.TIMEOUT
+    manifest_status = Status.TIMEOUT
 
 
 class CaptureInterrupted(CaptureError):
     """SIGINT or SIGTERM arrived; the process tree was stopped."""
 
     exit_code = ExitCode.INTERRUPTED
+    manifest_status = Status.INTERRUPTED
 
     @classmethod
     def by(cls, signum: signal.Signals, what: str, **kwargs) -> CaptureInterrupted:

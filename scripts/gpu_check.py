@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.decode import ctasplit, splitjson
+from iket_cli.decode.split import chunks as ctasplit
+from iket_cli.decode.split import join as splitjson
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "examples"  # the workloads that made tests/fixtures/{affine,multi,spawn}

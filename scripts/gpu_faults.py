@@ -135,7 +135,7 @@ class Running:
 
 def descendants(pid: int) -> list[int]:
     sys.path.insert(0, str(ROOT))
-    from iket_cli.capture import tree
+    from iket_cli.system import tree
 
     return tree.descendants(pid)
 

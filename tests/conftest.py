@@ -282,9 +282,9 @@ def pipeline_shapes(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def slurm_cluster() -> None:
     """A Slurm cluster that answers; .ci/run starts a one-node one (scripts/slurm_local.sh)."""
-    from iket_cli.capture import slurm
+    from iket_cli.system import slurm_cli
 
-    answers, detail = slurm.cluster_answer()
+    answers, detail = slurm_cli.cluster_answer()
     if not answers:
         pytest.skip(f"no Slurm cluster answers here ({detail}); scripts/slurm_local.sh starts one")
 

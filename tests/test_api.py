@@ -7,8 +7,8 @@ import signal
 import pytest
 
 import iket_cli
-from iket_cli.capture.signals import ALL_STOPS
 from iket_cli.errors import ExitCode, MultiProcessError, OutputDirError
+from iket_cli.system.signals import ALL_STOPS
 
 from conftest import FIXTURES, manifest_text
 

@@ -1,9 +1,11 @@
 """The package's layout is its architecture: stages import only from the stages below them.
 
-    model ← capture ← decode ← analysis ← render ← pipeline ← cli
+    model ← system ← {capture, decode, analysis} ← render ← pipeline ← cli
 
-Read from the source with ``ast`` (imports inside functions count too), so a lazy import
-that climbs back up a layer fails here as surely as one at the top of a module.
+capture, decode and analysis stand side by side: each imports model and system only, never
+another of the three. Read from the source with ``ast`` (imports inside functions count
+too), so a lazy import that climbs back up a layer, or across to a sibling, fails here as
+surely as one at the top of a module.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "iket_cli"
-#: Bottom to top. ``errors`` and ``_version`` are the foundation every layer may import;
-#: the package's own ``__init__``/``__main__`` (the public API, the entry point) sit on top.
-LAYERS = ["errors", "_version", "model", "capture", "decode", "analysis", "render", "pipeline", "cli"]
+#: Bottom to top, a layer per row; the stages of one row are siblings, which never import each
+#: other. ``errors`` and ``_version`` are the foundation every layer may import; the package's
+#: own ``__init__``/``__main__`` (the public API, the entry point) sit on top.
+ROWS = [("errors", "_version"), ("model",), ("system",), ("capture", "decode", "analysis"), ("render",),
+        ("pipeline",), ("cli",)]  # fmt: skip
+LAYERS = [stage for row in ROWS for stage in row]
 FOUNDATION = {"errors", "_version"}
-TOP = len(LAYERS)
+TOP = len(ROWS)
 MAX_LINES = 400
 #: Files run as scripts in other interpreters: they may import nothing of iket's.
 STANDALONE = ("capture/_shim.py", "capture/_hook/sitecustomize.py")
@@ -38,10 +43,21 @@ def layer(parts: list[str]) -> int:
     """The layer of a module given by its dotted parts below ``iket_cli``."""
     if not parts or parts[0] in ("__init__", "__main__"):
         return TOP
-    head = parts[0]
-    if head in FOUNDATION:
-        return 0
-    return LAYERS.index(head)
+    return next(rank for rank, row in enumerate(ROWS) if parts[0] in row)
+
+
+def climbs_in(path: Path, source: str | None = None) -> list[str]:
+    """Each import of ``path`` (or of ``source`` read as that file) that climbs to a higher
+    layer or crosses to a sibling stage of its own row."""
+    here = dotted(path)
+    mine = layer(here)
+    found = []
+    for line, target in imported(path, source):
+        theirs = layer(target)
+        sibling = theirs == mine and mine not in (0, TOP) and target[:1] != here[:1]
+        if theirs > mine or sibling:
+            found.append(f"{path.relative_to(PACKAGE.parent)}:{line} ({here[0]}) imports {'.'.join(target)}")
+    return found
 
 
 def imported(path: Path, source: str | None = None) -> list[tuple[int, list[str]]]:
@@ -76,19 +92,12 @@ def test_the_layers_are_known():
     assert heads - {"__main__"} <= set(LAYERS), "a new top-level module or package needs a layer"
 
 
-def test_no_module_imports_from_a_higher_layer():
-    climbs = []
-    for path in modules():
-        here = dotted(path)
-        mine = layer(here)
-        for line, target in imported(path):
-            if layer(target) > mine:
-                where = path.relative_to(PACKAGE.parent)
-                climbs.append(f"{where}:{line} ({LAYERS[min(mine, TOP - 1)]}) imports {'.'.join(target)}")
-    assert climbs == [], "imports that climb back up a layer:\n" + "\n".join(climbs)
+def test_no_module_imports_from_a_higher_layer_or_a_sibling():
+    climbs = [climb for path in modules() for climb in climbs_in(path)]
+    assert climbs == [], "imports that climb back up a layer or across to a sibling:\n" + "\n".join(climbs)
 
 
-@pytest.mark.parametrize("low", ["model", "decode", "analysis"])
+@pytest.mark.parametrize("low", ["model", "system", "capture", "decode", "analysis"])
 def test_the_lower_stages_never_import_render_pipeline_or_cli(low):
     """The issue's rule, stated on its own: decoding and analysis never import a renderer."""
     for path in (PACKAGE / low).rglob("*.py"):
@@ -105,7 +114,23 @@ def test_the_layer_check_sees_a_climb():
     )
     found = imported(fake, source)
     assert found == [(2, ["render"]), (3, ["decode", "pool"]), (4, ["pipeline", "jobs"])]
-    assert layer(["render"]) > layer(dotted(fake)) and layer(["pipeline", "jobs"]) > layer(dotted(fake))
+    assert [c.split(" imports ")[1] for c in climbs_in(fake, source)] == ["render", "pipeline.jobs"]
+
+
+@pytest.mark.parametrize(
+    ("home", "planted", "climbs"),
+    [
+        ("decode", "from ..capture import plan", True),  # a sibling
+        ("analysis", "from ..decode import tasks", True),  # a sibling
+        ("system", "from ..capture import plan", True),  # up a layer
+        ("model", "from ..system import spawn", True),  # up a layer
+        ("capture", "from ..system import spawn\nfrom ..model import trace", False),
+        ("render", "from ..capture import events\nfrom ..analysis import stages", False),
+    ],
+)
+def test_the_layer_rule_is_the_real_graph(home, planted, climbs):
+    """model ← system ← {capture, decode, analysis} ← render ← pipeline ← cli, on planted imports."""
+    assert bool(climbs_in(PACKAGE / home / "x.py", planted)) == climbs
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -223,11 +223,6 @@ def compare(base: Path, new: Path, *, stat: str = "median", fail_over: str | Non
     return sorted(changes, key=lambda c: -abs(c.impact_ns))
 
 
-def undecided(changes: list[Change]) -> list[Change]:
-    """The ranges over the threshold with too few repeats to test (analysis.gate)."""
-    return [c for c in changes if c.undecided]
-
-
 def _by_repeats(change: Change, base: list[float], new: list[float], limit: float | None) -> None:
     """Judge a matched range of repeated captures by the rank test on its per-repeat values."""
     import statistics
@@ -242,11 +237,6 @@ def _by_repeats(change: Change, base: list[float], new: list[float], limit: floa
         return
     verdict, change.p_value = gate.judge(base, new, limit)
     change.regression, change.undecided = verdict == "slower", verdict == "undecided"
-
-
-def unmatched(changes: list[Change]) -> list[Change]:
-    """The ranges of BASE that NEW does not have: a gate cannot judge them (renamed? removed?)."""
-    return [c for c in changes if c.status == "removed"]
 
 
 def _change(key, old: list[int], cur: list[int], stat: str, rules) -> Change:

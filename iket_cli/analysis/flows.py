@@ -24,6 +24,7 @@ from typing import Any
 
 from ..model.annotations import Dag
 from ..model.trace import Trace
+from .stats import distinct
 
 #: At most this many arrows per launch are drawn: a picture, not a census.
 MAX_FLOWS = 20_000
@@ -167,13 +168,13 @@ def _pair_edge(np, src, dst, locs, ctas, starts, payload, carried):
     if not len(src):
         return empty, None
     # rule 1 where every instance of both stages in the CTA carries a payload
-    bare = np.unique(np.concatenate([ctas[src][~carried[src]], ctas[dst][~carried[dst]]]))
+    bare = distinct(np.concatenate([ctas[src][~carried[src]], ctas[dst][~carried[dst]]]))
     by_payload = ~np.isin(both, bare)
     # rule 2 where every warp of both stages in the CTA runs as many instances (each stage's own)
     low = np.full(len(both), np.iinfo(np.int64).max)
     high = np.zeros(len(both), dtype=np.int64)
     for side in (src, dst):
-        warps, per_warp = np.unique(locs[side], return_counts=True)
+        warps, per_warp = distinct(locs[side], counts=True)
         warp_cta = np.searchsorted(both, _cta_of(np, locs, ctas, side, warps))
         np.minimum.at(low, warp_cta, per_warp)
         np.maximum.at(high, warp_cta, per_warp)
@@ -211,7 +212,7 @@ def _cta_of(np, locs, ctas, rows, warps):
 
 
 def _warp_counts(np, rows, locs):
-    warps, counts = np.unique(locs[rows], return_counts=True)
+    warps, counts = distinct(locs[rows], counts=True)
     return list(zip(warps.tolist(), counts.tolist(), strict=True))
 
 

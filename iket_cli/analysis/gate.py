@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 
 from ..model.vocab import TIMER_STEP_NS
 
@@ -82,3 +83,43 @@ def judge(base: list[float], new: list[float], limit: float) -> tuple[str, float
         return "undecided", None
     p = p_slower(base, new)
     return ("slower" if p <= ALPHA else "same"), p
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a gate fails: one line and what to do. ``iket diff --fail-over`` raises it as an
+    error; ``iket run --baseline`` marks the job ``regressed`` with it."""
+
+    message: str
+    hint: str | None = None
+
+
+def verdict(changes: list, fail_over: str | None, *, unmatched_fails: bool) -> Verdict | None:
+    """The gate's judgement of ``changes`` (:func:`.diff.compare`'s, worst first): the
+    regressions, else the ranges too few repeats can decide, else (``unmatched_fails``: a gate
+    must judge every range of its baseline) the baseline's ranges with no match; None: it passes."""
+    regressions = [c for c in changes if c.regression]
+    if regressions:
+        worst = regressions[0]
+        return Verdict(
+            f"{len(regressions)} range(s) got slower than --fail-over {fail_over} allows; worst: "
+            f"{worst.name or worst.kernel} / {worst.range} {worst.ratio:.3f}x"
+        )
+    unsure = [c for c in changes if c.undecided]
+    if unsure:
+        first = unsure[0]
+        return Verdict(
+            f"not enough repeats to decide: {len(unsure)} range(s) over --fail-over {fail_over} "
+            f"({first.name or first.kernel} / {first.range} {first.ratio:.3f}x) with "
+            f"{first.repeats[0]} repeat(s) of BASE and {first.repeats[1]} of NEW",
+            hint="capture both sides with 3 repeats or more (iket profile --repeat 3, or repeat = 3 in "
+            "iket.toml): the rank test needs 3 against 3",
+        )
+    missing = [c for c in changes if c.status == "removed"] if unmatched_fails else []
+    if missing:
+        return Verdict(
+            f"{len(missing)} range(s) of BASE have no match in NEW, so --fail-over cannot judge "
+            f"them: {', '.join(f'{c.name or c.kernel} / {c.range}' for c in missing[:3])}",
+            hint="a renamed or removed range cannot be gated: keep its name, or make NEW the baseline",
+        )
+    return None

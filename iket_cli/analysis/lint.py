@@ -16,7 +16,7 @@
   (the manifest's ``payload_sites``); a trace that does show two types is flagged too;
 * ``unmatched``: a ``range_start`` whose token never reached ``range_end``, a ``range_push``
   never popped, a ``range_pop`` without a push. The decoder drops them silently; the raw
-  capture still counts them (:mod:`iket_cli.decode.rawevents`), so this needs the raw capture
+  capture still counts them (:mod:`iket_cli.model.rawevents`), so this needs the raw capture
   (``--keep``, or right after a capture, when iket records the finding in the manifest).
 """
 
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..decode import rawevents
+from ..model import rawevents
 from ..model.folder import beside
 from ..model.names import short as short_name
 from ..model.trace import Trace

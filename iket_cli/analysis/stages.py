@@ -40,7 +40,7 @@ from ..model.trace import Trace
 from ..model.vocab import WAIT_PATTERN
 from . import bound as bound_mod
 from . import flows as flows_mod
-from .stats import median
+from .stats import distinct, median
 
 
 @dataclass
@@ -165,7 +165,7 @@ class _Table:
         self.count = count
         lw, ls, le = np.concatenate(life_warp), np.concatenate(life_start), np.concatenate(life_end)
         # each warp's lifetime, by its key; a warp without one spans its own ranges
-        keys = np.unique(np.concatenate([self.warp, lw]))
+        keys = distinct(np.concatenate([self.warp, lw]))
         first = np.full(len(keys), np.iinfo(np.int64).max, dtype=np.int64)
         last = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
         np.minimum.at(first, np.searchsorted(keys, self.warp), self.start)
@@ -192,9 +192,8 @@ class _Table:
 
 def _stage_keys(trace, table, edges, roles, wait_pattern) -> list[tuple[str, str | None]]:
     """(name, role) per stage: the DAG's regions in order, else each name per role."""
-    import numpy as np
 
-    present = {trace.name(int(i)) for i in np.unique(table.name)}
+    present = {trace.name(int(i)) for i in distinct(table.name)}
     if edges:
         order: list[str] = []
         for edge in edges:
@@ -205,11 +204,11 @@ def _stage_keys(trace, table, edges, roles, wait_pattern) -> list[tuple[str, str
     if roles is None:
         return []
     found = []
-    for index in np.unique(table.name):
+    for index in distinct(table.name):
         name = trace.name(int(index))
         if fnmatch.fnmatchcase(name, wait_pattern):
             continue
-        warps = np.unique(table.warp[table.name == index])
+        warps = distinct(table.warp[table.name == index])
         for role in sorted({roles.role(int(table.warp_id[w % table.count])) or "" for w in warps}):
             found.append((name, role or None))
     return found
@@ -249,7 +248,7 @@ def _stage(np, table, key, rows, is_wait, starved, slack) -> Stage:
     name, role = key
     if not len(rows):
         return Stage(name, role, 0, 0, None, None, None, None, None, None, None)
-    warps = np.unique(table.warp[rows])
+    warps = distinct(table.warp[rows])
     lifetime = table.life(warps)
     spent = int((table.end[rows] - table.start[rows]).sum())
     on_warps = is_wait & np.isin(table.warp, warps)
@@ -339,11 +338,11 @@ def _edge_waits(np, table, members, gaps, edges, arrows):
         per_target = np.zeros(table.size, dtype=np.int64)
         np.maximum.at(per_target, dst, waited)
         starved[edge.target] = np.concatenate(
-            [starved.get(edge.target, np.zeros(0)), per_target[np.unique(dst)]]
+            [starved.get(edge.target, np.zeros(0)), per_target[distinct(dst)]]
         )
         per_source = np.full(table.size, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(per_source, src, kept)
-        slack[edge.source] = np.concatenate([slack.get(edge.source, np.zeros(0)), per_source[np.unique(src)]])
+        slack[edge.source] = np.concatenate([slack.get(edge.source, np.zeros(0)), per_source[distinct(src)]])
     return starved, slack
 
 

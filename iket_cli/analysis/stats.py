@@ -61,6 +61,17 @@ def median(values) -> float | None:
     return float(np.partition(values, nearest_rank(len(values), 0.5))[nearest_rank(len(values), 0.5)])
 
 
+def distinct(values, counts: bool = False):
+    """The sorted distinct values of an array of small non-negative ints (warps, names, rows),
+    found by counting: one pass, where ``np.unique`` sorts or hashes (docs/benchmarks.md, the
+    stage analysis). With ``counts``: (values, how many times each occurs)."""
+    import numpy as np
+
+    tally = np.bincount(np.asarray(values, dtype=np.int64)) if len(values) else np.zeros(0, np.int64)
+    found = np.flatnonzero(tally)
+    return (found, tally[found]) if counts else found
+
+
 def ints(column):
     """An ``array`` column as an int64 numpy array (a view where it already is one)."""
     import numpy as np

@@ -1,5 +1,5 @@
-"""Running a workload under run-iket: targets, the toolchain, the resolved plan, the passes
-and their process tree, output directories, the warm standby, the shim and the start-up hook.
+"""Running a workload under run-iket: targets, the resolved plan, the passes, output
+directories, the warm standby, the shim and the start-up hook, the record run of --extract.
 
-Imports only :mod:`iket_cli.model` (and :mod:`iket_cli.errors`).
+Imports only :mod:`iket_cli.model` and :mod:`iket_cli.system` (and :mod:`iket_cli.errors`).
 """

@@ -17,7 +17,8 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import IketError
-from . import slurm, spawn, sysinfo, toolchain, trackers
+from ..system import machine, slurm_cli, spawn, toolchain
+from . import trackers
 
 MIN_COMPUTE_CAPABILITY = (9, 0)
 PROBE_TIMEOUT_S = 120
@@ -148,7 +149,7 @@ def checks(env: dict[str, str] | None = None) -> list[Check]:
     }
     if tool:
         probes["decoder"] = Probe(_DECODER_PROBE, child_env)
-    smi = sysinfo.GpuQuery()
+    smi = machine.GpuQuery()
     if tool:
         found.append(Check("run-iket", True, f"{tool.version or 'unknown version'} at {tool.path}"))
         found.append(_decoder(tool, *probes["decoder"].result()))
@@ -275,7 +276,7 @@ def _sql() -> Check:
 
 def _slurm(env: dict[str, str]) -> Check:
     """Whether ``iket run --executor slurm`` can submit from here: the tools, and sinfo's answer."""
-    answers, detail = slurm.cluster_answer(env)
+    answers, detail = slurm_cli.cluster_answer(env)
     fix = "" if answers else "run iket on a login node of a Slurm cluster for iket run --executor slurm"
     return Check("Slurm (iket run --executor slurm)", answers, detail, fix, required=False)
 
@@ -292,7 +293,7 @@ def gpu_table(*, refresh: bool = False, env: dict[str, str] | None = None) -> di
 
     env = dict(os.environ if env is None else env)
     tool = toolchain.find(None, env)
-    gpus = sysinfo.query_gpus()
+    gpus = machine.query_gpus()
     if not gpus:
         raise IketError(
             "iket doctor --gpu needs an NVIDIA GPU: nvidia-smi found none", hint="run it on the GPU machine"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .toolchain import prepend_path
+from ..system.toolchain import prepend_path
 
 HOOK_DIR = Path(__file__).with_name("_hook")
 #: The variable that tells the hook where to write.

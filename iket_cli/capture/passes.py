@@ -18,13 +18,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, IketError
+from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, IketError, Status
 from ..model.units import human_bytes
-from ..model.vocab import EXTRACT_DIR, OVERHEAD_DIR, PROCS_NAME, WARM_LOG_NAME
-from . import extract, runiket, runner, spawn, tree, warm
+from ..model.vocab import EXTRACT_DIR, OVERHEAD_DIR, PROCS_NAME, TRACKER_FRESH, WARM_LOG_NAME
+from ..system import runner, spawn, tree
+from ..system.filesystem import is_full
+from . import extract, runiket, warm
 from ._shim import STREAM_ENV, WARNINGS, WORKLOAD_WARNINGS_ENV
 from .events import Reporter
-from .filesystem import is_full
 from .hook import hook_env
 from .plan import Plan
 from .staging import Staging
@@ -91,11 +92,9 @@ class PassResult:
     @property
     def status(self) -> str:
         """The manifest status of a capture that ends here: ok, timeout, interrupted, failed."""
-        if isinstance(self.error, CaptureTimeout):
-            return "timeout"
-        if isinstance(self.error, CaptureInterrupted):
-            return "interrupted"
-        return "failed" if self.error or self.returncode else "ok"
+        if self.error is not None:
+            return self.error.manifest_status
+        return Status.FAILED if self.returncode else Status.OK
 
     def failure(self) -> IketError | None:
         """The error this run stands for, or None when it succeeded."""
@@ -177,7 +176,7 @@ def capture(
     follower = _Follower(plan, transcript, track_phases=True)
     if standby is None:
         # the standby serves a second pass: none follows when the tracker pass is skipped
-        two_passes = plan.tracker.mode == "fresh"
+        two_passes = plan.tracker.mode == TRACKER_FRESH
         standby = warm.standby_for(
             plan.warm_target,
             plan.cwd,
@@ -254,7 +253,7 @@ def _run(
     cancel: threading.Event | None,
 ) -> PassResult:
     """One run-iket command; a timeout, an interrupt or a stop becomes the result's error.
-    The capture's processes are recorded meanwhile (:class:`~iket_cli.capture.tree.Recorder`)."""
+    The capture's processes are recorded meanwhile (:class:`~iket_cli.system.tree.Recorder`)."""
     start = time.monotonic()
     timeout = None if deadline is None else max(deadline - start, 0.001)
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
-from ..model.vocab import LOG_LEVELS, MAX_EXTRACT, POSTPROCESS_CHOICES
+from ..model.vocab import LOG_LEVELS, MAX_EXTRACT, POSTPROCESS_CHOICES, TRACKER_AUTO, TRACKER_FRESH
+from ..system import toolchain
+from ..system.toolchain import RunIket
 from . import extract as extract_mod
-from . import outdir, patterns, targets, toolchain, trackers
+from . import outdir, patterns, targets, trackers
 from .targets import Target
-from .toolchain import RunIket
 
 _CLUSTER = re.compile(r"^\d+,\d+,\d+$")
 _BUFFER = re.compile(r"^\d+[kKmMgG]?$")
@@ -51,7 +52,7 @@ class Options:
     warm: bool = True  # function targets: the second pass in a standby that imported torch (warm.py)
     keep_dsl_cache: bool = False  # leave CuTe DSL's compile cache on (see dsl_cache below)
     roles: Path | None = None  # warp roles (kernel_symbols.json) to keep with the capture
-    tracker: str = "auto"  # auto | fresh | DIR: reuse a cached tracker pass (see trackers.py)
+    tracker: str = TRACKER_AUTO  # auto | fresh | DIR: reuse a cached tracker pass (see trackers.py)
     repeat: int = 1  # capture passes after the one tracker pass (pipeline/repeats.py)
     command: list[str] | None = None  # the iket command line, recorded in the manifest
     extract: str | None = None  # MODULE:FUNC: record its calls in a plain run, capture a replay
@@ -150,7 +151,7 @@ class Plan:
     #: What iket did about CuTe DSL's compile cache (see :func:`dsl_cache`): the manifest's record.
     dsl_cache: dict[str, str | None] = field(default_factory=dict)
     #: Where the tracker output comes from: a tracker pass, the cache, a DIR (see trackers.py).
-    tracker: trackers.Tracker = field(default_factory=lambda: trackers.Tracker(trackers.FRESH))
+    tracker: trackers.Tracker = field(default_factory=lambda: trackers.Tracker(TRACKER_FRESH))
     #: ``--extract`` or ``--replay``: the passes replay FUNC's saved calls (capture/extract.py).
     extract: extract_mod.Extract | None = None
 

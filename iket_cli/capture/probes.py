@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..model import atomic, jsonio
-from . import spawn, toolchain, trackers
-from .tree import kill_tree
+from ..system import spawn, toolchain
+from ..system.tree import kill_tree
+from . import trackers
 
 PROBE_TIMEOUT_S = 240
 #: Probes at once: each holds a small part of the GPU for seconds.

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, ExitCode
 from ..model.units import human_bytes
-from . import runner, tree
+from ..system import runner, tree
 from ._hook.iket_saved import OWNER, SPEC_ENV, UNSAVEABLE
 from .extract import Extract, read_index, record_facts
 from .hook import hook_env

@@ -13,9 +13,9 @@ import signal
 from pathlib import Path
 
 from ..errors import CaptureError, InjectionCrash, NoInstrumentedKernelError
-from ..model.vocab import JSON_PER_RAW_BYTE, PERFETTO_PER_RAW_BYTE
+from ..model.vocab import JSON_EXPORT, JSON_PER_RAW_BYTE, PERFETTO_EXPORT, PERFETTO_PER_RAW_BYTE, exports_for
+from ..system.runner import Line
 from .plan import Plan
-from .runner import Line
 
 #: run-iket's console lines that mark the start of each pass (iket decodes afterwards).
 PHASE_MARKERS = (
@@ -47,9 +47,10 @@ INSTRUMENT_HINT = (
 def estimated_bytes(device_buffer: int, formats: list[str]) -> int:
     """About how much disk a capture with this buffer takes: raw, JSON and Perfetto traces."""
     per_raw = 1
-    if {"json", "html"} & set(formats):
+    exports = exports_for(formats)
+    if JSON_EXPORT in exports:
         per_raw += JSON_PER_RAW_BYTE
-    if {"perfetto", "html"} & set(formats):
+    if PERFETTO_EXPORT in exports:
         per_raw += PERFETTO_PER_RAW_BYTE
     return device_buffer * per_raw
 

@@ -30,11 +30,11 @@ from ..errors import OutputDirError
 from ..model import jsonio
 from ..model.manifest import is_capture, is_evidence
 from ..model.vocab import EXTRACT_DIR, FAILED_SUFFIX, LOG_NAME
-from . import tree
+from ..system import tree
 from .outdir import hidden
 
 STAGING_SUFFIX = ".iket-staging-"
-#: The capture's processes by pid and start time (:class:`~iket_cli.capture.tree.Recorder`).
+#: The capture's processes by pid and start time (:class:`~iket_cli.system.tree.Recorder`).
 PIDS_NAME = "processes.pids"
 TOKEN_BYTES = 4  # 8 hex digits
 OWNER_NAME = "owner.json"
@@ -100,7 +100,7 @@ class Staging:
         """Move the capture into DIR atomically, replacing a previous capture there.
 
         ``hold`` is called just before the move: from then on the capture counts as
-        published (see :class:`~iket_cli.capture.signals.Publishing`).
+        published (see :class:`~iket_cli.system.signals.Publishing`).
         """
         capture = self.finalize()
         dest = self.output_dir

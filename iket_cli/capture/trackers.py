@@ -32,10 +32,18 @@ from ..errors import UsageError
 from ..model import jsonio
 from ..model.artifacts import launch_counts
 from ..model.names import short
-from ..model.vocab import RAW_MANIFEST, RAW_PROCESS_PREFIX, TRACKER_JSON
+from ..model.vocab import (
+    RAW_MANIFEST,
+    RAW_PROCESS_PREFIX,
+    TRACKER_AUTO,
+    TRACKER_FRESH,
+    TRACKER_GIVEN,
+    TRACKER_JSON,
+    TRACKER_NONE,
+    TRACKER_REUSED,
+)
 
-#: ``--tracker``: run the tracker pass unless a cached one fits (auto), always (fresh), or a DIR.
-AUTO, FRESH = "auto", "fresh"
+AUTO, FRESH = TRACKER_AUTO, TRACKER_FRESH  # --tracker's choices besides a DIR
 #: Where the cache lives: ``$IKET_CACHE_DIR``, else ``$XDG_CACHE_HOME/iket``, else ``~/.cache/iket``.
 CACHE_ENV = "IKET_CACHE_DIR"
 TRACKERS = "trackers"
@@ -95,15 +103,15 @@ def choose(choice: str, *, warp_trace: bool, found: str, env: dict[str, str]) ->
     """The tracker for a capture asking ``choice`` (``--tracker``) whose key is ``found``:
     none in warp-trace mode, the given DIR, a cached one that may be reused, or fresh."""
     if warp_trace:
-        return Tracker("none")
+        return Tracker(TRACKER_NONE)
     if choice not in (AUTO, FRESH):
         given = Path(choice).resolve()
-        return Tracker("given", dir=given, source=given)
+        return Tracker(TRACKER_GIVEN, dir=given, source=given)
     entry = cache_root(env) / found
     if choice == AUTO and _valid(entry) and misses(env, found) < MAX_MISSES:
         os.utime(entry)  # recently used: kept longest
-        return Tracker("reused", key=found, dir=entry, source=entry)
-    return Tracker("fresh", key=found)
+        return Tracker(TRACKER_REUSED, key=found, dir=entry, source=entry)
+    return Tracker(TRACKER_FRESH, key=found)
 
 
 def staged(tracker: Tracker, into: Path) -> Tracker:
@@ -111,7 +119,7 @@ def staged(tracker: Tracker, into: Path) -> Tracker:
     copies: run-iket reads the absolute paths the tracker pass wrote, so a kept ``tracker/``
     folder still works after it was moved, and a cache entry that another capture replaces
     meanwhile does not change under this one."""
-    if tracker.mode not in ("given", "reused") or tracker.dir is None:
+    if tracker.mode not in (TRACKER_GIVEN, TRACKER_REUSED) or tracker.dir is None:
         return tracker
     _copy(tracker.dir, into, final=into)
     return replace(tracker, dir=into)
@@ -153,7 +161,7 @@ def store(tracker: Tracker, source: Path, env: dict[str, str], origin: Path) -> 
 
 def discard(tracker: Tracker, env: dict[str, str]) -> int:
     """A reused tracker pass that did not fit: its entry removed, the miss counted; the count."""
-    if tracker.mode != "reused" or tracker.key is None:
+    if tracker.mode != TRACKER_REUSED or tracker.key is None:
         return 0
     if tracker.dir is not None:
         shutil.rmtree(tracker.dir, ignore_errors=True)
@@ -165,7 +173,7 @@ def discard(tracker: Tracker, env: dict[str, str]) -> int:
 
 def fitted(tracker: Tracker, env: dict[str, str]) -> None:
     """A reused tracker pass that fit: the misses start again from zero."""
-    if tracker.mode == "reused" and tracker.key is not None:
+    if tracker.mode == TRACKER_REUSED and tracker.key is not None:
         (cache_root(env) / f"{tracker.key}{MISSES_SUFFIX}").unlink(missing_ok=True)
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TargetError
-from . import spawn
+from ..system import spawn
 from ._shim import SERVING, WARM_ENV
 from .targets import SHIM, Target, find_module
 

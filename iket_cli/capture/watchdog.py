@@ -10,7 +10,7 @@ its own (a Ctrl-C at the terminal does not reach it), reading a pipe from the CL
   output directory, paths to remove, and the manifest to keep as evidence;
 * at the end it sends ``done``, and the watchdog exits;
 * if the pipe ends without ``done`` (the kernel closes it when the CLI dies), the watchdog
-  kills every process of the capture (:func:`~iket_cli.capture.tree.kill_capture`: found
+  kills every process of the capture (:func:`~iket_cli.system.tree.kill_capture`: found
   by their environment's marker wherever they were re-parented, or by the pids the CLI
   recorded in the staging folder), removes the paths, and,
   holding DIR's lock, keeps the log and the evidence manifest in ``DIR.failed/`` and
@@ -32,7 +32,7 @@ from typing import IO, Any
 
 from ..errors import IketError
 from ..model import manifest as manifest_mod
-from . import spawn, tree
+from ..system import spawn, tree
 from .outdir import Lock
 from .staging import OWNER_NAME, PIDS_NAME, Staging
 

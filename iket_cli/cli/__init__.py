@@ -19,7 +19,7 @@ from ..errors import ExitCode, IketError, Terminated
 
 
 def _version_text() -> str:
-    from ..capture import toolchain
+    from ..system import toolchain
 
     try:
         tool = toolchain.find()
@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         report_error(error)
         code = error.exit_code
     except OSError as error:  # the environment's refusal (a full disk, a read-only folder), never a bug
-        from ..capture.filesystem import from_os_error
+        from ..system.filesystem import from_os_error
 
         converted = from_os_error(error)
         report_error(converted)
@@ -174,7 +174,7 @@ def _exit_on_stop_signals(code: int) -> None:
     import os
     import signal
 
-    from ..capture.signals import ALL_STOPS
+    from ..system.signals import ALL_STOPS
 
     def leave(signum, frame):
         with contextlib.suppress(OSError, ValueError):

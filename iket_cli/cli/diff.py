@@ -9,6 +9,7 @@ import click
 
 from ..errors import CaptureError
 from ..model.vocab import DIFF_FORMATS, DIFF_STATS
+from . import options
 
 
 @click.command("diff")
@@ -26,7 +27,7 @@ from ..model.vocab import DIFF_FORMATS, DIFF_STATS
     metavar="THRESHOLD",
     help="Exit 1 when a range got slower by more than this: 5%, or 'mainloop=3%,*=10%'.",
 )
-@click.option("--format", "fmt", type=click.Choice(DIFF_FORMATS), default="table", show_default=True)
+@options.output_format(DIFF_FORMATS, "table")
 @click.option(
     "--html",
     "html_out",
@@ -40,7 +41,7 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
     more than the GPU timer's step and by more than its instances' spread explains (see
     docs/diff.md).
     """
-    from ..analysis import diff
+    from ..analysis import diff, gate
     from ..render import diff as diff_view
 
     if html_out is not None:
@@ -60,30 +61,7 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
         page = report.build_diff(base, new, [asdict(c) for c in changes], stat)
         atomic.write(html_out, page)
         sys.stderr.write(f"iket: wrote {html_out}\n")
-    regressions = [c for c in changes if c.regression]
-    if regressions:
-        worst = regressions[0]
-        raise CaptureError(
-            f"{len(regressions)} range(s) got slower than --fail-over {fail_over} allows; worst: "
-            f"{worst.name or worst.kernel} / {worst.range} {worst.ratio:.3f}x",
-            phase="diff",
-        )
-    unsure = diff.undecided(changes)
-    if unsure:
-        first = unsure[0]
-        raise CaptureError(
-            f"not enough repeats to decide: {len(unsure)} range(s) over --fail-over {fail_over} "
-            f"({first.name or first.kernel} / {first.range} {first.ratio:.3f}x) with "
-            f"{first.repeats[0]} repeat(s) of BASE and {first.repeats[1]} of NEW",
-            phase="diff",
-            hint="capture both sides with iket profile --repeat 3 or more (the rank test needs 3 against 3)",
-        )
-    missing = diff.unmatched(changes) if fail_over else []
-    if missing:
-        raise CaptureError(
-            f"{len(missing)} range(s) of BASE have no match in NEW, so --fail-over cannot judge "
-            f"them: {', '.join(f'{c.name or c.kernel} / {c.range}' for c in missing[:3])}",
-            phase="diff",
-            hint="a renamed or removed range cannot be gated: keep its name, or make NEW the baseline",
-        )
+    failed = gate.verdict(changes, fail_over, unmatched_fails=fail_over is not None)
+    if failed is not None:
+        raise CaptureError(failed.message, phase="diff", hint=failed.hint)
     return 0

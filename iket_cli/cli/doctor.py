@@ -9,10 +9,11 @@ from dataclasses import asdict
 import click
 
 from ..errors import IketError
+from . import options
 
 
 @click.command("doctor")
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON on stdout.")
+@options.json_output
 @click.option(
     "--gpu",
     is_flag=True,

@@ -10,11 +10,12 @@ import click
 
 from ..errors import CaptureError
 from ..model.vocab import LINT_FORMATS
+from . import options
 
 
 @click.command("lint")
 @click.argument("capture", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(LINT_FORMATS), default="text", show_default=True)
+@options.output_format(LINT_FORMATS, "text")
 @click.option("--strict", is_flag=True, help="Exit 1 when there is any finding.")
 def command(capture: Path, fmt: str, strict: bool) -> int:
     """Check CAPTURE (a capture directory, its manifest.json or a *.trace.json) for launches

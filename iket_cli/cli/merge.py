@@ -8,13 +8,15 @@ from pathlib import Path
 
 import click
 
+from . import options
+
 
 @click.command("merge")
 @click.argument("out", type=click.Path(path_type=Path))
 @click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--copy", is_flag=True, help="Copy the artifacts (default: hard links where possible).")
 @click.option("--clobber", is_flag=True, help="Replace a previous capture in OUT.")
-@click.option("--json", "as_json", is_flag=True, help="Print the merged manifest on stdout.")
+@options.json_output
 @click.option("--timeline", is_flag=True, help="Also OUT/timeline.pftrace: every process on one timeline.")
 @click.option(
     "--offset",

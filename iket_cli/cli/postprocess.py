@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..model.vocab import DECODE_CHOICES, FORMATS
+from . import options
 
 
 @click.command("postprocess")
@@ -22,8 +23,8 @@ from ..model.vocab import DECODE_CHOICES, FORMATS
     help="Artifacts to write per process.",
 )
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: CPUs, memory).")
-@click.option("-q", "--quiet", is_flag=True, help="Only errors.")
-@click.option("--json", "as_json", is_flag=True, help="Print the manifest on stdout.")
+@options.quiet
+@options.json_output
 def command(capture_dir: Path, fmt: str, jobs: int | None, quiet: bool, as_json: bool) -> int:
     """Decode every kept raw capture in CAPTURE_DIR and write or update its manifest.
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from ..errors import IketError, UsageError
-from ..model.vocab import LOG_LEVELS, LOG_NAME, MANIFEST_NAME, MAX_EXTRACT, POSTPROCESS_CHOICES
+from ..model.vocab import LOG_LEVELS, LOG_NAME, MANIFEST_NAME, MAX_EXTRACT, POSTPROCESS_CHOICES, TRACKER_AUTO
+from . import options
 
 
 def split_workload(
@@ -142,7 +143,7 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
 @click.option("--warp-trace", is_flag=True, help="Warp lifetimes only; no tracker pass.")
 @click.option(
     "--tracker",
-    default="auto",
+    default=TRACKER_AUTO,
     show_default=True,
     metavar="auto|fresh|DIR",
     help="auto: reuse the tracker pass of the last capture of the same command (the workload "
@@ -242,7 +243,7 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
 )
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the workload's output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show run-iket's own lines.")
-@click.option("--json", "as_json", is_flag=True, help="Print the manifest on stdout.")
+@options.json_output
 @click.pass_context
 def command(ctx: click.Context, **kw: object) -> int:
     """Capture an IKET timeline.
@@ -256,12 +257,13 @@ def command(ctx: click.Context, **kw: object) -> int:
     iket profile [OPTIONS] TARGET --extract MODULE:FUNC   capture FUNC's call alone
     iket profile --replay DIR -o NEW                capture DIR's saved calls again
     """
-    from ..capture import signals, targets
-    from ..capture.tree import become_subreaper
+    from ..capture import targets
     from ..model.units import parse_size
     from ..pipeline.profile import profile
     from ..render import streams
     from ..render.progress import ConsoleReporter
+    from ..system import signals
+    from ..system.tree import become_subreaper
 
     kind, words = ctx.meta.get("iket.workload", ("positional", []))
     if kw.get("replay") is not None and words:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from ..model.vocab import GROUPINGS, SHOW_FORMATS, WAIT_PATTERN
+from ..model.vocab import GROUPINGS, SHOW_FORMATS, SHOW_STATUSES, WAIT_PATTERN
+from . import options
 
 
 def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tuple[int, int, int] | None:
@@ -22,14 +23,7 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
 
 @click.command("show")
 @click.argument("capture", type=click.Path(path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(SHOW_FORMATS),
-    default="table",
-    show_default=True,
-    help="Output on stdout.",
-)
+@options.output_format(SHOW_FORMATS, "table")
 @click.option("--kernel", metavar="PATTERN", help="Kernels whose name contains or glob-matches PATTERN.")
 @click.option("--range", "range_name", metavar="NAME", help="Only ranges of this name.")
 @click.option(
@@ -138,7 +132,7 @@ def command(
     record = manifest_of(capture)
     if record is not None and replay_line(record):
         sys.stderr.write(f"iket: this capture is {replay_line(record)}\n")
-    if record is not None and record["status"] not in ("ok", "suspect"):
+    if record is not None and record["status"] not in SHOW_STATUSES:
         said = (record.get("error") or {}).get("message", "")
         raise CaptureError(
             f"this capture's status is {record['status']}{f' ({said})' if said else ''}: the tables "

@@ -9,11 +9,12 @@ import click
 
 from ..errors import UsageError
 from ..model.vocab import SQL_FORMATS, TABLE_NAMES
+from . import options
 
 
 @click.command("sql")
 @click.argument("words", nargs=-1, required=True, metavar="[NAME=]CAPTURE... QUERY")
-@click.option("--format", "fmt", type=click.Choice(SQL_FORMATS), default="table", show_default=True)
+@options.output_format(SQL_FORMATS, "table")
 @click.option("--schema", is_flag=True, help="List the tables and their columns instead of running a query.")
 @click.option(
     "--allow-files",

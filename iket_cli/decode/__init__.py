@@ -1,5 +1,8 @@
-"""Raw captures into artifacts: the decode tasks, NVIDIA's decoder per task, the worker pool,
-and the JSON export split by launch and merged back byte for byte.
+"""Raw captures into artifacts. The basic path: ``tasks`` (what there is to decode) →
+``pool`` (many tasks at once, within the CPUs and the memory) → ``workers`` (the worker
+processes) → ``worker_main`` (one worker process) → ``decoder`` (NVIDIA's decoder, one
+task). ``split/`` exports a big process's JSON by launch and CTA chunk and joins it back
+byte for byte.
 
-Imports :mod:`iket_cli.capture` and :mod:`iket_cli.model`; never a renderer.
+Imports only :mod:`iket_cli.model` and :mod:`iket_cli.system`; never a renderer.
 """

@@ -5,14 +5,14 @@ the tasks run in parallel, each small one in a fork of this process and each lar
 worker process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt capture
 fails that task alone, never the CLI. The JSON export of a process with several launches,
 or with a big one, is split: each launch, or each chunk of a big launch's CTAs
-(:mod:`.ctasplit`), is exported by one of a few long-lived workers, side by side with every
+(:mod:`.split.chunks`), is exported by one of a few long-lived workers, side by side with every
 other task; a launch's chunks are
-stitched (:mod:`.ctastitch`: read and planned here, its bytes written by the same workers,
-:mod:`.ctapieces`) and each launch merged (:mod:`.splitjson`) in launch order as soon as it
+stitched (:mod:`.split.stitch`: read and planned here, its bytes written by the same workers,
+:mod:`.split.stitch_jobs`) and each launch merged (:mod:`.split.join`) in launch order as soon as it
 and those before it are done. ``jobs`` bounds the decodes running at once, chunks, stitch
 jobs and merges included, and a stitch or a merge goes before the next chunk
-(:mod:`.schedule`). The merge tells the manifest its counts, and with ``html`` the workers'
-scanned columns make the report's trace (:mod:`.partcols`): the merged file is never read
+(:mod:`.split.plan`). The merge tells the manifest its counts, and with ``html`` the workers'
+scanned columns make the report's trace (:mod:`.split.columns`): the merged file is never read
 back. keep256's JSON (2 launches, 12 chunks each, 2-core machine): 0.40x of run-iket's
 export; ITERS=512 on the H200 (3 launches of 23 chunks, 907 MB): ``--postprocess json``
 0.42x, ``all`` 0.26x (docs/benchmarks.md). An interrupt kills the workers, removes their
@@ -26,12 +26,17 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..capture import signals
-from ..capture.runner import Cancelled, wait_all
 from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model import artifacts, memo
-from . import ctasplit, ctastitch, export, partcols, splitjson
-from .schedule import Batch, Pieces, Slots, Writers
+from ..model.vocab import JSON_EXPORT
+from ..system import signals
+from ..system.runner import Cancelled, wait_all
+from . import decoder as export
+from .split import chunks as ctasplit
+from .split import columns as partcols
+from .split import join as splitjson
+from .split import stitch as ctastitch
+from .split.plan import Batch, Pieces, Slots, Writers
 from .tasks import Outcome, Task, columns_name, indices_name, missing_input, part_leftovers
 from .workers import Workers
 
@@ -314,7 +319,7 @@ class Decoding:
 
 def _split(task: Task) -> bool:
     """Whether ``task`` is a JSON export that could be split by launches."""
-    return task.export == "json" and task.part is None
+    return task.export == JSON_EXPORT and task.part is None
 
 
 def _units(task: Task) -> list[Task]:

@@ -7,7 +7,6 @@ C++ decoder aborts its whole process on a truncated ``iket.data.bin``.
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,17 +15,17 @@ from ..errors import UsageError
 from ..model import jsonio
 from ..model.vocab import (
     FORMATS,
+    JSON_EXPORT,
     JSON_PER_RAW_BYTE,
     PERFETTO_PER_RAW_BYTE,
     RAW_DATA,
     RAW_DIR,
     RAW_MANIFEST,
     artifact_name,
+    exports_for,
     raw_pid,
 )
 
-#: The errors of a full disk or quota (a worker exits with this status to say so).
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 #: Peak memory of a task as a multiple of its raw ``iket.data.bin`` (keep256: 11.8 MB raw
 #: gives 288 MB of JSON, held once by the decoder and once as a Python string).
 MEMORY_FACTOR = {"json": 60, "perfetto": 20}
@@ -41,10 +40,10 @@ class Task:
     out_dir: Path
     export: str
     formats: tuple[str, ...]
-    #: One launch of a JSON export split by launches (:mod:`.splitjson`): (k, n), launch k
+    #: One launch of a JSON export split by launches (:mod:`.split.join`): (k, n), launch k
     #: of n; ``raw`` is then that launch's part manifest and the output its spool file.
     part: tuple[int, int] | None = None
-    #: One chunk of that launch split by CTAs (:mod:`.ctasplit`): (c, m), chunk c of m;
+    #: One chunk of that launch split by CTAs (:mod:`.split.chunks`): (c, m), chunk c of m;
     #: ``raw`` is then the chunk's manifest and the output its spool file.
     chunk: tuple[int, int] | None = None
 
@@ -67,7 +66,7 @@ class Task:
     @property
     def output_bytes(self) -> int:
         """About how much disk this task writes."""
-        per_raw = JSON_PER_RAW_BYTE if self.export == "json" else PERFETTO_PER_RAW_BYTE
+        per_raw = JSON_PER_RAW_BYTE if self.export == JSON_EXPORT else PERFETTO_PER_RAW_BYTE
         return self.raw_bytes * per_raw
 
     @property
@@ -79,7 +78,7 @@ class Task:
 
     def parts(self, count: int) -> list[Task]:
         """This JSON task's launches as tasks of their own (their part manifests written by
-        :func:`.splitjson.part_manifests` beside the raw manifest)."""
+        :func:`.split.join.part_manifests` beside the raw manifest)."""
         folder = self.raw.parent
         return [
             Task(self.pid_hex, folder / part_name(self.raw.name, k), folder, "json", self.formats, (k, count))
@@ -89,7 +88,7 @@ class Task:
     def units(self, chunks: list[int]) -> list[list[Task]]:
         """What this JSON task runs as, split by launches (``chunks``: the CTA chunks of each
         launch, 1 for a launch decoded whole): per launch, its part, or its chunks as tasks
-        of their own (their manifests written by :func:`.splitjson.part_manifests`)."""
+        of their own (their manifests written by :func:`.split.join.part_manifests`)."""
         folder, launches = self.raw.parent, len(chunks)
         return [
             [part]
@@ -131,7 +130,7 @@ class Task:
         """The artifact names this task writes (a part: its spool file beside the raw data)."""
         if self.part:
             return [spool_name(self.raw.name)]
-        if self.export == "json":
+        if self.export == JSON_EXPORT:
             return [artifact_name(self.pid_hex, "trace_json")]
         names = [artifact_name(self.pid_hex, "perfetto")] if "perfetto" in self.formats else []
         return names + ([artifact_name(self.pid_hex, "pftrace_gz")] if "html" in self.formats else [])
@@ -207,11 +206,7 @@ def plan(capture_dir: Path, formats: list[str]) -> list[Task]:
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise UsageError(f"unknown format {unknown[0]!r}", hint=f"use {', '.join(FORMATS)} or all")
-    # The HTML report is built from the JSON trace (see render/report.py), and carries the
-    # gzip'd Perfetto trace beside it for its "Open in Perfetto UI" button.
-    exports = (["json"] if {"json", "html"} & set(formats) else []) + (
-        ["perfetto"] if {"perfetto", "html"} & set(formats) else []
-    )
+    exports = exports_for(formats)
     tasks = [
         Task(pid_hex, raw, capture_dir, export, tuple(formats))
         for pid_hex, raw in find_raw(capture_dir)

@@ -3,12 +3,12 @@ chunk, so that an interrupt stops exactly them. No decode runs in the CLI's own 
 NVIDIA's decoder aborts its process on some corrupt captures (SIGABRT), which must end that
 decode with a message, not the CLI.
 
-A worker is ``python -m iket_cli.decode.worker``, in a session of its own (a Ctrl-C at the
+A worker is ``python -m iket_cli.decode.worker_main``, in a session of its own (a Ctrl-C at the
 terminal reaches the CLI, which stops the workers) and dying with the CLI. A small task is
 decoded in a fork of the CLI instead (:meth:`Workers.forked`): the decoder is already
 imported there, so the fork costs milliseconds where a fresh interpreter costs a quarter of
 a second. A launch split by
-CTAs (:mod:`.ctasplit`) is decoded by workers that stay: a fresh process's first export
+CTAs (:mod:`.split.chunks`) is decoded by workers that stay: a fresh process's first export
 faults in its memory page by page, and on a VM two 1.4 GB exports side by side spent more
 time in those faults than in decoding (keep256, 2-core machine: 8 s against 4.5 s for the
 same launches in quarters, each worker reusing its pages: its allocator told to keep freed
@@ -29,10 +29,11 @@ import threading
 import time
 import warnings
 
-from ..capture import spawn
-from ..capture.tree import die_with_parent
-from .export import decode
-from .tasks import DISK_FULL, Outcome, Task
+from ..system import spawn
+from ..system.filesystem import DISK_FULL
+from ..system.tree import die_with_parent
+from .decoder import decode
+from .tasks import Outcome, Task
 
 #: glibc's allocator in a long-lived worker: large blocks from the heap, not fresh mappings,
 #: and freed memory kept for the next chunk (its pages already faulted in).
@@ -94,7 +95,7 @@ class Workers:
             if self.cancelled:
                 return None
             proc = spawn.start(
-                [sys.executable, "-m", "iket_cli.decode.worker", *argv], new_session=True, **options
+                [sys.executable, "-m", "iket_cli.decode.worker_main", *argv], new_session=True, **options
             )
             self._running.add(proc)
             return proc
@@ -154,7 +155,7 @@ class Server:
         return Outcome(task, seconds, written=task.outputs())
 
     def pieces(self, job: dict) -> dict | None:
-        """Write one job of a launch's stitch (:func:`.ctapieces.write`); the worker's answer
+        """Write one job of a launch's stitch (:func:`.split.stitch_jobs.write`); the worker's answer
         (``error``, ``errno``), or None when it died or could not start."""
         return self._ask({"pieces": job})
 

@@ -1,8 +1,8 @@
 """What the code that wrote a file tells the next reader of that file, in the same process.
 
-A JSON export merged from parts (:mod:`iket_cli.decode.splitjson`) is counted as it is merged
+A JSON export merged from parts (:mod:`iket_cli.decode.split.join`) is counted as it is merged
 and assembled in memory from the columns its workers scanned while the other launches
-decoded (:mod:`iket_cli.decode.partcols`). The manifest's counts
+decoded (:mod:`iket_cli.decode.split.columns`). The manifest's counts
 (:func:`iket_cli.model.artifacts.count_keys`) and the report, lint and summary
 (:func:`iket_cli.model.trace.load`) then take them here instead of reading the merged file
 again (907 MB: seconds). Everything is kept for the file as it is (inode, size, modification

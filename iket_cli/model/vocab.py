@@ -7,6 +7,8 @@ Every module and every click option takes these from here, so a name that change
 
 from __future__ import annotations
 
+from ..errors import Status
+
 # -- files of a capture directory ------------------------------------------------------
 MANIFEST_NAME = "manifest.json"
 LOG_NAME = "iket.log"
@@ -67,6 +69,23 @@ def trace_glob() -> str:
 # -- formats and choices ---------------------------------------------------------------
 #: What a capture can be decoded into, in a stable order.
 FORMATS = ("perfetto", "json", "html")
+#: The exports of NVIDIA's decoder, each a decode task of its own.
+JSON_EXPORT, PERFETTO_EXPORT = "json", "perfetto"
+#: The decoder's exports each format needs: the HTML report is built from the JSON trace and
+#: carries the gzip'd Perfetto trace beside it (its "Open in Perfetto UI" button).
+FORMAT_EXPORTS = {
+    "perfetto": (PERFETTO_EXPORT,),
+    "json": (JSON_EXPORT,),
+    "html": (JSON_EXPORT, PERFETTO_EXPORT),
+}
+
+
+def exports_for(formats) -> list[str]:
+    """The decoder's exports that ``formats`` need, JSON first."""
+    needed = {export for f in formats for export in FORMAT_EXPORTS.get(f, ())}
+    return [export for export in (JSON_EXPORT, PERFETTO_EXPORT) if export in needed]
+
+
 #: Artifact kinds that must exist per process once a format is written.
 FORMAT_ARTIFACTS = {"perfetto": ("perfetto",), "json": ("trace_json",), "html": ("html", "pftrace_gz")}
 #: ``iket profile --postprocess`` / ``iket run --postprocess``.
@@ -98,13 +117,26 @@ DIFF_STATS = ("median", "mean", "p90", "total")
 INSTRUMENTED = "instrumented"
 WARP_TRACE = "warp-trace"
 MODES = (INSTRUMENTED, WARP_TRACE)
-#: Manifest ``status`` values. ``partial``: a repeated capture (``--repeat N``) of which
-#: some repeats failed; the others are published.
-STATUSES = ("ok", "suspect", "partial", "failed", "timeout", "interrupted")
-#: The statuses of a capture whose traces can be read (the others kept only evidence).
-READABLE_STATUSES = ("ok", "suspect", "partial")
+#: Manifest ``tracker.mode``: how a capture got its tracker output. ``fresh``: the tracker
+#: pass ran; ``reused``: from iket's cache; ``given``: ``--tracker DIR``; ``none``:
+#: ``--warp-trace`` (no tracker pass at all).
+TRACKER_FRESH, TRACKER_REUSED, TRACKER_GIVEN, TRACKER_NONE = "fresh", "reused", "given", "none"
+#: ``--tracker``: run the tracker pass unless a cached one fits (auto), always (fresh), or a DIR.
+TRACKER_AUTO = "auto"
+#: Manifest ``status`` values (:class:`iket_cli.errors.Status`, beside the exit codes).
+STATUSES = (Status.OK, Status.SUSPECT, Status.PARTIAL, Status.FAILED, Status.TIMEOUT, Status.INTERRUPTED)
 #: The statuses of a failed attempt's evidence (``DIR.failed/``): the next failure may replace it.
-EVIDENCE_STATUSES = ("failed", "timeout", "interrupted")
+EVIDENCE_STATUSES = (Status.FAILED, Status.TIMEOUT, Status.INTERRUPTED)
+#: What each command reads; they differ on purpose. ``iket show`` reads a capture whose
+#: traces are whole: ``suspect`` too (the passes drifted: the trace is whole, its sizing by
+#: the tracker pass is in doubt), not ``partial`` (some repeats are missing: its tables would
+#: pool fewer repeats than asked without saying so).
+SHOW_STATUSES = (Status.OK, Status.SUSPECT)
+#: ``iket run``'s gate judges ``partial`` captures on the repeats they have (the gate says
+#: when they are too few), not ``suspect`` ones (their numbers are in doubt).
+GATE_STATUSES = (Status.OK, Status.PARTIAL)
+#: ``iket merge`` takes only whole captures: a merged capture claims each of its parts whole.
+MERGE_STATUSES = (Status.OK,)
 #: ``--repeat N``: repeat k (2..N) of a capture lives in ``repeat-<k>/`` inside it; repeat 1
 #: is the capture's own top level, so a reader that knows nothing of repeats reads repeat 1.
 REPEAT_PREFIX = "repeat-"

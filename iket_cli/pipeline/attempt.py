@@ -18,12 +18,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..capture import filesystem, runiket, spawn, sysinfo
+from ..capture import runiket
 from ..capture.events import Reporter
 from ..capture.passes import PassResult, Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging, failed_dir
-from ..errors import CaptureInterrupted, CaptureTimeout, DiskFullError, IketError, InjectionCrash
+from ..errors import DiskFullError, IketError, InjectionCrash
 from ..model import artifacts, jsonio, labels
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
@@ -40,6 +40,7 @@ from ..model.vocab import (
     WARP_TRACE,
     formats_for,
 )
+from ..system import filesystem, machine, spawn
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Facts:
     started: datetime
     t0: float
     run_iket_argv: list[str]
-    gpus: sysinfo.GpuQuery
+    gpus: machine.GpuQuery
     passes: PassResult | None = None
     postprocess_s: float | None = None
     overhead: dict[str, Any] | None = None
@@ -62,7 +63,7 @@ class Facts:
     def begin(cls, argv: list[str], t0: float | None = None) -> Facts:
         """``t0``: when the capture began (a rerun after a reused tracker pass did not fit
         keeps the first attempt's, so ``--timeout`` bounds both)."""
-        return cls(datetime.now(timezone.utc), t0 or time.monotonic(), argv, sysinfo.GpuQuery())
+        return cls(datetime.now(timezone.utc), t0 or time.monotonic(), argv, machine.GpuQuery())
 
     def needed_bytes(self, formats: list[str]) -> int | None:
         """About how much disk the capture takes: the raw capture and its artifacts."""
@@ -104,7 +105,7 @@ def manifest(
             "run_iket": round(ran.duration_s, 3) if ran and ran.error is None else None,
             "overhead": None if facts.overhead is None else facts.overhead["run_iket_s"],
         },
-        versions=sysinfo.versions(plan.tool.version, facts.gpus.result() if gpus is None else gpus),
+        versions=machine.versions(plan.tool.version, facts.gpus.result() if gpus is None else gpus),
         postprocess=formats_for(plan.options.postprocess),
         keep=plan.options.keep,
         trace_budget={
@@ -144,7 +145,7 @@ def keep_evidence(
             processes = artifacts.scan_processes(capture)
         except OSError:
             processes = []
-        record = manifest(plan, staging, facts, status_of(error), processes, error=error)
+        record = manifest(plan, staging, facts, error.manifest_status, processes, error=error)
         manifest_mod.write(capture, record)
     try:
         where = staging.fail()
@@ -222,13 +223,6 @@ def injection_warnings(folder: Path, count: int = 4) -> list[str]:
                 if ("[warning]" in line or "[error]" in line) and line.strip() not in found:
                     found.append(line.strip())
     return [f"injection log: {line}" for line in found[-count:]]
-
-
-def status_of(error: IketError) -> str:
-    """The manifest status of an attempt that ended with ``error``."""
-    if isinstance(error, CaptureTimeout):
-        return "timeout"
-    return "interrupted" if isinstance(error, CaptureInterrupted) else "failed"
 
 
 def _make_room(capture) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 from ..capture.passes import Transcript
 from ..decode import pool
 from ..decode import tasks as decode_tasks
-from ..decode.tasks import DISK_FULL, Outcome
+from ..decode.tasks import Outcome
 from ..errors import DecodeError
+from ..system.filesystem import DISK_FULL
 
 
 class _LoggedProgress(pool.Progress):

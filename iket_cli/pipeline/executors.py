@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..capture import signals, sysinfo
-from ..capture.runner import wait_all
 from ..errors import Terminated, signal_of
+from ..system import machine, signals
+from ..system.runner import wait_all
 from .config import Config, Job
 from .job import JobResult, run_job
 
@@ -52,7 +52,7 @@ def gpu_slots() -> list[str]:
     override = os.environ.get("IKET_GPUS")
     if override is not None:
         return [g.strip() for g in override.split(",") if g.strip()]
-    return [gpu["index"] for gpu in sysinfo.query_gpus()]
+    return [gpu["index"] for gpu in machine.query_gpus()]
 
 
 class LocalExecutor:

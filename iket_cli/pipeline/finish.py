@@ -14,9 +14,8 @@ from typing import Any
 
 from ..analysis import flows as flows_mod
 from ..analysis import lint as lint_mod
-from ..decode import rawevents
 from ..errors import IketError
-from ..model import annotations, artifacts, atomic, pftrace
+from ..model import annotations, artifacts, atomic, pftrace, rawevents
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles
 from ..model.folder import mode_of

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..capture import targets
-from ..errors import CaptureInterrupted, CaptureTimeout, IketError
+from ..errors import IketError, Status
 from ..model import atomic, jsonio
 from ..model.units import parse_size
 from ..model.vocab import JOB_FAILING, LOG_NAME, MANIFEST_NAME
@@ -134,11 +134,9 @@ def run_for_submitter(
 
 
 def _status(error: IketError) -> str:
-    if isinstance(error, CaptureTimeout):
-        return "timeout"
-    if isinstance(error, CaptureInterrupted):
-        return "interrupted"
-    return "failed" if error.failed_dir else "error"
+    if error.manifest_status != Status.FAILED:  # timeout, interrupted
+        return error.manifest_status
+    return Status.FAILED if error.failed_dir else "error"
 
 
 def rel(path: Path | None, root: Path) -> str | None:

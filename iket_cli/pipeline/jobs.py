@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import diff as diff_mod
+from ..analysis import gate
 from ..errors import CaptureInterrupted, UsageError
 from ..model import atomic, jsonio
-from ..model.vocab import JOB_FAILING, MANIFEST_NAME, RUN_MANIFEST_NAME
+from ..model.vocab import GATE_STATUSES, JOB_FAILING, MANIFEST_NAME, RUN_MANIFEST_NAME
 from .config import Config, Job
 from .executors import Executor, LocalExecutor, RunStopped
 from .job import JobResult
@@ -69,9 +70,7 @@ def run(
     order = {job.name: number for number, job in enumerate(jobs)}
 
     def finished(result: JobResult) -> bool:
-        # a partial repeated capture is gated on the repeats it has (analysis.gate says
-        # when they are too few); a suspect one (the passes drifted) is not
-        if result.status in ("ok", "partial") and baseline_root is not None:
+        if result.status in GATE_STATUSES and baseline_root is not None:
             _gate(result, baseline_root / result.name, root / result.name, fail_over)
         return fail_fast and result.status in JOB_FAILING
 
@@ -122,32 +121,10 @@ def _gate(result: JobResult, base: Path, new: Path, fail_over: str | None) -> No
         return
     changes = diff_mod.compare(base, new, fail_over=fail_over)
     result.regressions = [asdict(c) for c in changes if c.regression]
-    unsure = diff_mod.undecided(changes)
-    if unsure and not result.regressions:
+    failed = gate.verdict(changes, fail_over, unmatched_fails=True)
+    if failed is not None:
         result.status, result.exit_code = "regressed", 1
-        result.error = (
-            f"not enough repeats to decide: {len(unsure)} range(s) over --fail-over {fail_over} with "
-            f"{unsure[0].repeats[0]} repeat(s) of the baseline and {unsure[0].repeats[1]} now "
-            "(the rank test needs 3 against 3: repeat = 3 or more)"
-        )
-        return
-    missing = diff_mod.unmatched(changes)
-    if missing and not result.regressions:
-        result.status = "regressed"
-        result.exit_code = 1
-        result.error = (
-            f"{len(missing)} range(s) of the baseline have no match, so the gate cannot judge them: "
-            f"{', '.join(f'{c.name or c.kernel} / {c.range}' for c in missing[:3])}"
-        )
-        return
-    if result.regressions:
-        worst = result.regressions[0]
-        result.status = "regressed"
-        result.exit_code = 1
-        result.error = (
-            f"{len(result.regressions)} range(s) slower than --fail-over {fail_over}: worst "
-            f"{worst.get('name') or worst['kernel']} / {worst['range']} {worst['ratio']:.3f}x"
-        )
+        result.error = failed.message + (f" ({failed.hint})" if failed.hint else "")
 
 
 def _baseline_root(baseline: Path | None) -> Path | None:

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..capture import filesystem, outdir
+from ..capture import outdir
 from ..capture.staging import Staging
-from ..errors import UsageError
+from ..errors import Status, UsageError
 from ..model import atomic, labels, pftrace
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
-from ..model.vocab import FORMATS, TIMELINE_NAME
+from ..model.vocab import FORMATS, MERGE_STATUSES, TIMELINE_NAME
+from ..system import filesystem
 
 
 def merge(
@@ -78,7 +79,7 @@ def _merged(
 
 def _read_input(path: Path) -> dict[str, Any]:
     record = manifest_mod.read(path)
-    if record["status"] != "ok":
+    if record["status"] not in MERGE_STATUSES:
         raise UsageError(f"{path} is a {record['status']} capture", hint="merge only captures that succeeded")
     return record
 
@@ -158,7 +159,7 @@ def _place(src: Path, dest: Path, copy: bool) -> None:
 def _manifest(inputs: list[Path], records: list[dict], processes: list[dict]) -> dict[str, Any]:
     formats = [f for f in FORMATS if all(f in r["postprocess"] for r in records)]
     return record_mod.build(
-        status="ok",
+        status=Status.OK,
         target={
             "kind": "merge",
             "spec": "",

@@ -20,10 +20,11 @@ from typing import Any
 from ..capture import outdir
 from ..decode import pool
 from ..decode import tasks as tasks_mod
-from ..decode.tasks import DISK_FULL, Outcome
-from ..errors import DecodeError, UsageError
+from ..decode.tasks import Outcome
+from ..errors import DecodeError, Status, UsageError
 from ..model import artifacts
 from ..model.vocab import FORMATS, MANIFEST_NAME, STATS_NAME, trace_glob
+from ..system.filesystem import DISK_FULL
 
 
 def postprocess_capture(
@@ -91,9 +92,9 @@ def _decode(
     had_json = frozenset(p.name for p in capture_dir.glob(trace_glob()))
     with pool.start(tasks, jobs=jobs, progress=progress) as decoding:
         # what only the end needs is imported while the workers decode (about 0.2 s)
-        from ..capture.filesystem import disk_full
         from ..model import manifest as manifest_mod
         from ..model import record as record_mod
+        from ..system.filesystem import disk_full
         from .finish import finish
 
         if (capture_dir / MANIFEST_NAME).is_file():
@@ -112,7 +113,7 @@ def _decode(
     record["phases"] = {**record["phases"], "postprocess": round(time.monotonic() - t0, 3)}
     failed = [o for o in outcomes if o.error]
     if failed:
-        record["status"] = "failed"
+        record["status"] = Status.FAILED
         record["error"] = record_mod.error_record(decode_error(failed, len(outcomes)))
     manifest_mod.write(capture_dir, record)
     return record, outcomes, finished.warnings
@@ -129,13 +130,13 @@ def decode_error(failed: list[Outcome], tasks: int) -> DecodeError:
 
 def _new_manifest(capture_dir: Path, started: datetime) -> dict[str, Any]:
     """A manifest for a folder that raw run-iket made: what can be known after the fact."""
-    from ..capture.sysinfo import versions
-    from ..capture.toolchain import own_distribution
     from ..model import record as record_mod
     from ..model.folder import configured_mode
+    from ..system.machine import versions
+    from ..system.toolchain import own_distribution
 
     return record_mod.build(
-        status="ok",
+        status=Status.OK,
         mode=configured_mode(capture_dir),
         target={"kind": "unknown", "spec": "", "args": [], "display": "(captured by run-iket)"},
         cwd=str(capture_dir.resolve()),

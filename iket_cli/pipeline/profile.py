@@ -22,34 +22,33 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import drift
-from ..capture import outdir, passes, runiket, signals, stdin, trackers, warm
+from ..capture import outdir, passes, runiket, stdin, trackers, warm
 from ..capture.events import Reporter
 from ..capture.passes import Transcript
 from ..capture.plan import Options, Plan, coerce_target, resolve
-from ..capture.signals import Publishing
 from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
 from ..capture.watchdog import Watchdog
-from ..decode import export
+from ..decode import decoder as export
 from ..errors import (
     CaptureError,
     CaptureInterrupted,
     CaptureKilled,
     CaptureTimeout,
     IketError,
+    Status,
     Terminated,
     signal_of,
 )
-from ..model import artifacts
-from ..model import manifest as manifest_mod
 from ..model.vocab import (
-    INTERMEDIATES,
     LOG_NAME,
     OVERHEAD_DIR,
-    artifacts_for,
+    TRACKER_FRESH,
+    TRACKER_REUSED,
     formats_for,
 )
-from . import attempt, repeats, reuse, saved_calls
+from ..system.signals import Publishing, as_exception
+from . import attempt, publish, repeats, reuse, saved_calls
 from .attempt import Facts
 from .capture import Capture
 from .decoding import Decoded
@@ -102,12 +101,12 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
     ``cancel``, set from another thread, stops the capture as a Ctrl-C would (``iket run``).
     """
     started = time.monotonic()
-    publishing = signals.Publishing()
+    publishing = Publishing()
     try:
         # SIGTERM outside a pass (a scheduler's stop, Slurm's scancel, while iket sets up)
         # unwinds as Ctrl-C does: the staging folder and the lock are removed. From the
         # publishing exchange on, the capture is complete: a signal then is only reported.
-        with signals.as_exception(), publishing, outdir.Lock(plan.output_dir):
+        with as_exception(), publishing, outdir.Lock(plan.output_dir):
             captured = _locked(plan, reporter, cancel, started, publishing)
     except (KeyboardInterrupt, Terminated) as signalled:
         if publishing.published is None:
@@ -146,7 +145,7 @@ def _locked(
             "with a tracker pass",
             f"nothing to do: {again}; --tracker fresh skips the cache",
         )
-        fresh = trackers.Tracker(trackers.FRESH, key=unfit.key, rerun=str(stale))
+        fresh = trackers.Tracker(TRACKER_FRESH, key=unfit.key, rerun=str(stale))
         return _staged(replace(plan, tracker=fresh), reporter, cancel, started, publishing)
 
 
@@ -184,7 +183,7 @@ def _attempt(
         "its watchdog stopped the capture's processes",
         hint="look for the OOM killer in dmesg, or the scheduler's log",
     )
-    evidence = attempt.manifest(plan, staging, facts, "interrupted", [], error=killed, gpus=[])
+    evidence = attempt.manifest(plan, staging, facts, killed.manifest_status, [], error=killed, gpus=[])
     sockets = warm.socket_dir(staging.token)
     try:
         with Watchdog(staging, remove=[sockets], evidence=evidence):
@@ -210,7 +209,7 @@ def _capture(
         threading.Thread(target=_preload, daemon=True).start()
     deadline = None if plan.options.timeout is None else facts.t0 + plan.options.timeout
     transcript: Transcript | None = None
-    if plan.tracker.mode == "reused":
+    if plan.tracker.mode == TRACKER_REUSED:
         reporter.info(
             f"reusing the tracker pass of an earlier capture of this command ({reuse.age(plan.tracker)}): "
             "the workload runs once (--tracker fresh runs both passes)"
@@ -236,7 +235,7 @@ def _capture(
                 )
             facts = replace(facts, passes=ran)
             failure = ran.failure()
-            if failure is not None and plan.tracker.mode == "reused" and reuse.capture_failed(failure):
+            if failure is not None and plan.tracker.mode == TRACKER_REUSED and reuse.capture_failed(failure):
                 raise reuse.StaleTracker(f"the capture pass failed: {failure.message}", plan.tracker)
             if failure is not None:
                 raise failure
@@ -263,7 +262,7 @@ def _capture(
                 facts = replace(facts, extract=saved_calls.checked(facts.extract, staging, transcript))
         if transcript.full is not None:
             raise transcript.full
-        published = _publish(plan, staging, facts, formats, reporter, publishing)
+        published = publish.publish(plan, staging, facts, formats, reporter, publishing)
     except (IketError, OSError) as error:
         unwritten = transcript.unwritten if transcript is not None else ()
         failure = attempt.explained(error, plan, facts, formats, transcript)
@@ -271,7 +270,7 @@ def _capture(
     finally:
         if ahead is not None:
             ahead.close()
-    if published.manifest["status"] == "partial" and plan.options.strict:
+    if published.manifest["status"] == Status.PARTIAL and plan.options.strict:
         failed = [r for r in published.manifest["repeats"] if r["status"] == repeats.FAILED]
         raise CaptureError(
             f"{len(failed)} of {plan.options.repeat} repeats failed: {failed[0]['error']}",
@@ -343,58 +342,3 @@ def _drift(staging: Staging, transcript: Transcript) -> list[str]:
     for problem in drifted:
         transcript.write(f"[iket] pass drift: {problem}")
     return drifted
-
-
-def _publish(
-    plan: Plan, staging: Staging, facts: Facts, formats: list[str], reporter: Reporter, publishing: Publishing
-) -> Capture:
-    """Lint and report, check every artifact is there, write the manifest, publish."""
-    from .finish import finish  # imported by _preload while the passes ran
-
-    capture = staging.finalize()
-    processes = artifacts.scan_processes(capture)
-    start = time.monotonic()
-    try:
-        draft = attempt.manifest(plan, staging, facts, "ok", processes)
-        finished = finish(capture, draft, formats)
-    except IketError as error:
-        raise CaptureError(f"the HTML report failed: {error.message}", phase="postprocess") from None
-    reporter.phase("publish")  # the reports were postprocessing: the console and manifest agree
-    if "html" in formats:  # the reports count as postprocessing
-        facts = replace(facts, postprocess_s=round((facts.postprocess_s or 0) + time.monotonic() - start, 3))
-    processes = finished.processes
-    for message, hint in finished.warnings:
-        reporter.warn(message, hint)
-    missing = _missing_artifacts(processes, formats)
-    if missing:
-        raise CaptureError(missing, phase="postprocess")
-    lint = finished.lint or []
-    if facts.repeats:
-        more, more_lint = repeats.publish(capture, staging, facts.repeats, draft, formats, _missing_artifacts)
-        processes, lint = repeats.numbered(processes, 1) + more, repeats.numbered(lint, 1) + more_lint
-    if not plan.options.keep:
-        for name in INTERMEDIATES:
-            shutil.rmtree(capture / name, ignore_errors=True)
-        repeats.drop_intermediates(capture, facts.repeats or [])
-        for process in processes:
-            process["raw"] = None
-    status = repeats.status(facts.repeats or [], bool(facts.drift))
-    record = attempt.manifest(plan, staging, facts, status, processes, drift=facts.drift, lint=lint)
-    manifest_mod.write(capture, record)
-    for finding in lint:
-        reporter.warn(f"pid {finding['process']}: [{finding['code']}] {finding['message']}", finding["hint"])
-    publishing.published = Capture(staging.publish(hold=publishing.hold), record)
-    return publishing.published
-
-
-def _missing_artifacts(processes: list[dict[str, Any]], formats: list[str]) -> str | None:
-    kinds = artifacts_for(formats)
-    if not kinds:
-        return None
-    if not processes:
-        return "the capture pass produced no trace: no process ran an instrumented kernel"
-    for process in processes:
-        for kind in kinds:
-            if kind not in process["artifacts"]:
-                return f"run-iket wrote no {kind} for process {process['pid_hex']}"
-    return None

@@ -26,8 +26,8 @@ from ..capture import passes, trackers
 from ..capture.passes import PassResult, Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging
-from ..errors import CaptureInterrupted, CaptureTimeout, IketError
-from ..model.vocab import INTERMEDIATES, RAW_DIR, TRACKER_DIR, repeat_dir
+from ..errors import CaptureInterrupted, CaptureTimeout, IketError, Status
+from ..model.vocab import INTERMEDIATES, RAW_DIR, TRACKER_DIR, TRACKER_GIVEN, repeat_dir
 
 #: A repeat's status in the manifest's ``repeats`` list.
 OK, DRIFTED, FAILED = "ok", "drifted", "failed"
@@ -87,9 +87,8 @@ def more(
     """
     total = plan.options.repeat
     tracker_dir = tracker_of(plan, staging)
-    repeat_plan = (
-        plan if tracker_dir is None else replace(plan, tracker=trackers.Tracker("given", dir=tracker_dir))
-    )
+    given = None if tracker_dir is None else trackers.Tracker(TRACKER_GIVEN, dir=tracker_dir)
+    repeat_plan = plan if given is None else replace(plan, tracker=given)
     done: list[Repeat] = []
     try:
         for index in range(2, total + 1):
@@ -160,8 +159,8 @@ def status(repeats: list[Repeat], drifted: bool) -> str:
     """The capture's status: ``partial`` when a repeat failed, ``suspect`` when repeat 1's
     passes drifted (as for a single capture), else ``ok``."""
     if any(r.status == FAILED for r in repeats):
-        return "partial"
-    return "suspect" if drifted else "ok"
+        return Status.PARTIAL
+    return Status.SUSPECT if drifted else Status.OK
 
 
 def publish(

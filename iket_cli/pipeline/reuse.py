@@ -13,7 +13,7 @@ from ..capture.plan import Plan
 from ..capture.staging import Staging
 from ..errors import CaptureError, IketError
 from ..model import jsonio
-from ..model.vocab import RAW_DIR, TRACKER_DIR
+from ..model.vocab import RAW_DIR, TRACKER_DIR, TRACKER_FRESH, TRACKER_REUSED
 
 
 class StaleTracker(Exception):
@@ -38,7 +38,7 @@ def misfit(plan: Plan, staging: Staging) -> list[str]:
     if plan.tracker.dir is None:
         return []
     reason = trackers.stale(plan.tracker.dir, staging.capture_dir / RAW_DIR)
-    if reason is not None and plan.tracker.mode == "reused":
+    if reason is not None and plan.tracker.mode == TRACKER_REUSED:
         raise StaleTracker(reason, plan.tracker)
     trackers.fitted(plan.tracker, plan.env)
     return [f"the given tracker output does not fit: {reason}"] if reason else []
@@ -47,7 +47,7 @@ def misfit(plan: Plan, staging: Staging) -> list[str]:
 def keep(plan: Plan, staging: Staging, transcript: Transcript) -> None:
     """This capture's tracker pass, kept for the next capture of the same command; a cache
     that cannot be written only costs the next capture its tracker pass."""
-    if plan.tracker.mode != trackers.FRESH:
+    if plan.tracker.mode != TRACKER_FRESH:
         return
     try:
         kept = trackers.store(plan.tracker, staging.capture_dir / TRACKER_DIR, plan.env, plan.output_dir)

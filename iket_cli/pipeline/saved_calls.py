@@ -19,9 +19,9 @@ from ..capture import extract, record_run, trackers
 from ..capture.events import Reporter
 from ..capture.passes import Transcript
 from ..capture.plan import Plan, tracker_key
-from ..capture.runner import Line
 from ..capture.staging import Staging
-from ..model.vocab import EXTRACT_DIR
+from ..model.vocab import EXTRACT_DIR, TRACKER_FRESH, TRACKER_REUSED
+from ..system.runner import Line
 from . import reuse
 
 
@@ -76,7 +76,7 @@ def rechosen(plan: Plan, staging: Staging, into: Path, reporter: Reporter) -> Pl
     """``--extract``'s plan once the calls are saved: the tracker pass chosen again, by the
     saved calls' signature (capture/extract.Extract.key), so that a cached one is reused."""
     assert plan.extract is not None
-    if plan.extract.replay_of is not None or plan.tracker.mode not in (trackers.FRESH, "reused"):
+    if plan.extract.replay_of is not None or plan.tracker.mode not in (TRACKER_FRESH, TRACKER_REUSED):
         return plan  # --replay knew its signature from the start; --tracker DIR is the user's
     plan = replace(plan, extract=replace(plan.extract, saved=extract.signature(staging.root / EXTRACT_DIR)))
     found = trackers.key(tracker_key(plan))
@@ -85,7 +85,7 @@ def rechosen(plan: Plan, staging: Staging, into: Path, reporter: Reporter) -> Pl
     chosen = trackers.choose(
         plan.options.tracker, warp_trace=plan.options.warp_trace, found=found, env=plan.env
     )
-    if chosen.mode == "reused":
+    if chosen.mode == TRACKER_REUSED:
         reporter.info(
             f"reusing the tracker pass of an earlier capture of these calls ({reuse.age(chosen)}): "
             "the replay runs once (--tracker fresh runs both passes)"

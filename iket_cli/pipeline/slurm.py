@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..capture import signals, slurm, targets
+from ..capture import targets
 from ..errors import ExitCode, IketError, Terminated
 from ..model import atomic, jsonio
 from ..model.vocab import FAILED_SUFFIX, JOB_FAILING, MANIFEST_NAME, SLURM_DIR
+from ..system import signals, slurm_cli
 from .config import Config, Job
 from .executors import Finished, RunStopped
 from .job import JobResult, rel, tail
@@ -64,7 +65,7 @@ ENDED_BY_SLURM = {
 class Watcher(Protocol):
     """What the console shows: each job's state changes, and notes about the whole run."""
 
-    def changed(self, name: str, job: slurm.SlurmJob) -> None: ...
+    def changed(self, name: str, job: slurm_cli.SlurmJob) -> None: ...
 
     def note(self, text: str) -> None: ...
 
@@ -72,7 +73,7 @@ class Watcher(Protocol):
 
 
 class _Silent:
-    def changed(self, name: str, job: slurm.SlurmJob) -> None:
+    def changed(self, name: str, job: slurm_cli.SlurmJob) -> None:
         pass
 
     def note(self, text: str) -> None:
@@ -85,7 +86,7 @@ class _Silent:
 @dataclass
 class _Entry:
     job: Job
-    state: slurm.SlurmJob
+    state: slurm_cli.SlurmJob
     result: Path
     log: Path
     cancelled_by: str | None = None
@@ -184,9 +185,9 @@ class SlurmExecutor:
         log = self.folder / f"{job.name}.log"
         result.unlink(missing_ok=True)
         script.write_text(self._script(job), encoding="utf-8")
-        options = slurm.options(self._table(job))
-        job_id = slurm.submit(script, options, cwd=Path.cwd(), log=log, name=f"iket:{job.name}")
-        state = slurm.SlurmJob(job_id, "PENDING")
+        options = slurm_cli.options(self._table(job))
+        job_id = slurm_cli.submit(script, options, cwd=Path.cwd(), log=log, name=f"iket:{job.name}")
+        state = slurm_cli.SlurmJob(job_id, "PENDING")
         self.watcher.changed(job.name, state)
         return _Entry(job, state, result, log)
 
@@ -221,18 +222,18 @@ class SlurmExecutor:
     # -- watching ----------------------------------------------------------------------------
     def _poll(self, active: dict[str, _Entry]) -> list[JobResult]:
         """One squeue call; the results of the jobs that ended since the last."""
-        seen = slurm.poll(active)
+        seen = slurm_cli.poll(active)
         ended = []
         grace = time.monotonic() + RESULT_GRACE_S
         for job_id, entry in list(active.items()):
             now = seen.get(job_id)
             if now is None:
                 entry.unseen += 1
-                now = slurm.details(entry.state)  # scontrol or sacct may still know it
+                now = slurm_cli.details(entry.state)  # scontrol or sacct may still know it
                 if not now.finished and entry.unseen < LOST_AFTER:
                     continue
             elif now.finished:
-                now = slurm.details(now)  # the exit code
+                now = slurm_cli.details(now)  # the exit code
             if now.phase == "pending" and entry.state.phase == "running":  # Slurm put it back
                 self.watcher.note(
                     f"Slurm requeued {entry.job.name} (job {job_id}: {now.reason or 'requeued'}); "
@@ -246,7 +247,7 @@ class SlurmExecutor:
                 ended.append(self._result(entry, now, grace))
         return ended
 
-    def _result(self, entry: _Entry, job: slurm.SlurmJob, grace: float = 0.0) -> JobResult:
+    def _result(self, entry: _Entry, job: slurm_cli.SlurmJob, grace: float = 0.0) -> JobResult:
         """The job's record: iket's own from the node where there is one, Slurm's view added.
 
         Slurm calls a job cancelled or timed out as soon as it signals it; iket inside may
@@ -289,7 +290,7 @@ class SlurmExecutor:
             entry.cancelled_by = why
         if active:
             self.watcher.note(f"cancelling {len(active)} Slurm job(s) ({why}): {' '.join(active)}")
-            slurm.cancel(list(active))
+            slurm_cli.cancel(list(active))
 
     def _stop_all(self, active: dict[str, _Entry], why: str) -> list[JobResult]:
         """scancel every submitted job, then wait (bounded; a second Ctrl-C stops waiting)
@@ -325,9 +326,9 @@ class SlurmExecutor:
             listed = jsonio.parse(path.read_text())
         except (OSError, ValueError):
             return
-        alive = [i for i, job in slurm.poll(list(listed)).items() if not job.finished]
+        alive = [i for i, job in slurm_cli.poll(list(listed)).items() if not job.finished]
         if alive:
-            slurm.cancel(alive)
+            slurm_cli.cancel(alive)
             self.watcher.note(
                 f"cancelled {len(alive)} Slurm job(s) left in the queue by an earlier iket run "
                 f"over this output root that was killed: {' '.join(alive)}"
@@ -335,11 +336,11 @@ class SlurmExecutor:
         deadline = time.monotonic() + CANCEL_WAIT_S  # until they are gone from the folders
         while alive and time.monotonic() < deadline:
             time.sleep(POLL_MIN_S)
-            alive = [i for i, job in slurm.poll(alive).items() if not job.finished]
+            alive = [i for i, job in slurm_cli.poll(alive).items() if not job.finished]
         path.unlink(missing_ok=True)
 
 
-def _said(job: slurm.SlurmJob) -> str:
+def _said(job: slurm_cli.SlurmJob) -> str:
     """``state TIMEOUT, exit code 0, signal 15, on node gpu07``."""
     parts = [f"state {job.state}"]
     if job.exit_code is not None:
@@ -351,7 +352,7 @@ def _said(job: slurm.SlurmJob) -> str:
     return ", ".join(parts)
 
 
-def _exit_code(job: slurm.SlurmJob, status: str = "") -> int:
+def _exit_code(job: slurm_cli.SlurmJob, status: str = "") -> int:
     """The job's exit code as ``iket run`` documents them: 124 for a time limit, 143 for a
     cancelled job (Slurm stops it with SIGTERM), else Slurm's exit code or 128 + signal."""
     if status in ("timeout", "cancelled"):

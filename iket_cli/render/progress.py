@@ -22,7 +22,7 @@ from ..model.folder import Capture
 from ..model.manifest import instrumented, replay_line
 from ..model.names import short
 from ..model.units import human_bytes
-from ..model.vocab import MANIFEST_NAME, TIMER_STEP_NS
+from ..model.vocab import FORMAT_EXPORTS, JSON_EXPORT, MANIFEST_NAME, PERFETTO_EXPORT, TIMER_STEP_NS
 from .text import shown
 
 #: Said once when the tracker pass starts: why the workload's output comes twice.
@@ -319,9 +319,9 @@ class DecodeProgress(Progress):
         if task.part:
             return f"pid {task.pid_hex} json{task.which_launch}"
         export = (
-            "json"
-            if task.export == "json"
-            else "+".join(f for f in ("perfetto", "html") if f in task.formats)
+            JSON_EXPORT
+            if task.export == JSON_EXPORT
+            else "+".join(f for f in task.formats if PERFETTO_EXPORT in FORMAT_EXPORTS[f])
         )
         return f"pid {task.pid_hex} {export}"
 

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from ..capture.slurm import SlurmJob
+from ..system.slurm_cli import SlurmJob
 from .progress import fancy_allowed
 
 #: The order of the counts on the live line.

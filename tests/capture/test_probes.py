@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.capture import probes, toolchain
+from iket_cli.capture import probes
+from iket_cli.system import toolchain
 
 from conftest import alive, run_iket
 

@@ -7,9 +7,10 @@ import os
 import subprocess
 import sys
 
-from iket_cli.capture import outdir, tree
+from iket_cli.capture import outdir
 from iket_cli.capture import staging as staging_mod
 from iket_cli.capture.staging import Staging, remove_stale
+from iket_cli.system import tree
 
 from conftest import all_gone, manifest_text
 

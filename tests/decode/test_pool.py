@@ -10,11 +10,11 @@ import subprocess
 
 import pytest
 
-from iket_cli.capture import toolchain
 from iket_cli.decode import pool, tasks
 from iket_cli.errors import UsageError
 from iket_cli.model import artifacts, memo
 from iket_cli.model.vocab import FORMATS
+from iket_cli.system import toolchain
 
 from conftest import FIXTURES, kept
 
@@ -211,10 +211,10 @@ def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothin
     """A part whose worker dies (its manifest points past the end of the data: the decoder
     aborts its process) fails the JSON export, named by its launch; the Perfetto export of
     the same capture stands; no part, spool or half-written export is left."""
-    from iket_cli.decode import splitjson
+    from iket_cli.decode.split import join
 
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
-    written = splitjson.part_manifests
+    written = join.part_manifests
 
     def one_broken(raw, chunk_bytes=None):
         parts = written(raw, chunk_bytes)
@@ -223,7 +223,7 @@ def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothin
         parts[1].path.write_text(json.dumps(data))
         return parts
 
-    monkeypatch.setattr(splitjson, "part_manifests", one_broken)
+    monkeypatch.setattr(join, "part_manifests", one_broken)
     folder = kept(tmp_path, "multi")
     outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=3)}
     failed = outcomes["json"]
@@ -236,7 +236,8 @@ def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothin
 
 def _by_ctas(monkeypatch) -> list:
     """Every launch of more than one CTA decoded a CTA a chunk; the worker processes started."""
-    from iket_cli.decode import ctasplit, workers
+    from iket_cli.decode import workers
+    from iket_cli.decode.split import chunks as ctasplit
 
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
     monkeypatch.setattr(ctasplit, "CHUNK_RAW_BYTES", 1)
@@ -257,14 +258,14 @@ def _by_ctas(monkeypatch) -> list:
 def test_launches_decoded_by_ctas_in_workers_that_stay(tmp_path, monkeypatch, name, pid):
     """Each launch's CTA chunks go to at most --jobs long-lived workers; the chunks stitched
     and the launches merged give run-iket's bytes; nothing is left beside the raw data."""
-    from iket_cli.decode import splitjson
+    from iket_cli.decode.split import join
 
     started = _by_ctas(monkeypatch)
     monkeypatch.setattr(memo, "_COUNTS", {})
     folder = kept(tmp_path, name)
     progress = Recorder()
     planned = tasks.plan(folder, ["json"])
-    chunks = splitjson.planned_parts(planned[0].raw, 1)
+    chunks = join.planned_parts(planned[0].raw, 1)
     (outcome,) = pool.run(planned, jobs=3, progress=progress)
     assert outcome.error is None
     name_json = f"iket_pid_{pid}.trace.json"
@@ -281,7 +282,7 @@ def test_launches_decoded_by_ctas_in_workers_that_stay(tmp_path, monkeypatch, na
 def test_a_launch_that_does_not_stitch_is_decoded_whole(tmp_path, monkeypatch):
     """Chunks the stitch refuses (ValueError: not the layout it relies on) cost time, not the
     export: the launch is decoded whole, the bytes are run-iket's."""
-    from iket_cli.decode import ctastitch
+    from iket_cli.decode.split import stitch as ctastitch
 
     _by_ctas(monkeypatch)
 
@@ -301,10 +302,10 @@ def test_a_chunk_whose_worker_dies_fails_the_json_alone_and_leaves_nothing(tmp_p
     """A chunk the decoder aborts on (its manifest points past the data) takes its worker:
     the JSON export fails named by launch and chunk, the Perfetto export stands, no chunk,
     spool or worker is left."""
-    from iket_cli.decode import splitjson
+    from iket_cli.decode.split import join
 
     _by_ctas(monkeypatch)
-    written = splitjson.part_manifests
+    written = join.part_manifests
 
     def one_broken(raw, chunk_bytes=None):
         parts = written(raw, chunk_bytes)
@@ -314,7 +315,7 @@ def test_a_chunk_whose_worker_dies_fails_the_json_alone_and_leaves_nothing(tmp_p
         chunk.write_text(json.dumps(data))
         return parts
 
-    monkeypatch.setattr(splitjson, "part_manifests", one_broken)
+    monkeypatch.setattr(join, "part_manifests", one_broken)
     folder = kept(tmp_path, "cute_pipeline")
     outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=2)}
     failed = outcomes["json"]
@@ -330,7 +331,7 @@ def test_a_stitch_job_a_worker_refuses_fails_the_json_alone_and_leaves_nothing(t
     """The workers write a stitched launch's runs where the plan puts them; a run whose bytes
     are not the length planned (here: a plan made one byte too long a run) is refused in
     the worker before it is written, and the JSON export fails, named; nothing is left."""
-    from iket_cli.decode import ctastitch
+    from iket_cli.decode.split import stitch as ctastitch
 
     started = _by_ctas(monkeypatch)
     lengths = ctastitch.Stitch._lengths

@@ -102,7 +102,8 @@ def test_the_diagnosis_quotes_iket_doctor_gpu_for_this_stack(harness):
     without one, it says how to get it."""
     import os
 
-    from iket_cli.capture import probes, toolchain
+    from iket_cli.capture import probes
+    from iket_cli.system import toolchain
 
     _workload(harness, "    os.abort()\n")
     result = harness.profile("-o", "cap2", "crash.py:workload")

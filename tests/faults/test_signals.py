@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from iket_cli.capture import tree
 from iket_cli.model import manifest
+from iket_cli.system import tree
 
 from conftest import FIXTURES, cmdline, snapshot
 

@@ -8,9 +8,9 @@ import tarfile
 import time
 from pathlib import Path
 
-from iket_cli.capture import tree
 from iket_cli.model import manifest
 from iket_cli.render import report
+from iket_cli.system import tree
 
 from conftest import FIXTURES, all_gone, kept, run_iket, start_iket
 

@@ -13,7 +13,7 @@ import threading
 from collections import deque
 from concurrent.futures import Future
 
-from .tasks import Outcome, Task
+from ..tasks import Outcome, Task
 
 
 class Slots:
@@ -88,7 +88,7 @@ class Batch:
 
 
 class Pieces:
-    """One job of a launch's stitch (:func:`.ctapieces.write`) and the future of its answer."""
+    """One job of a launch's stitch (:func:`.stitch_jobs.write`) and the future of its answer."""
 
     def __init__(self, job: dict) -> None:
         self.job = job

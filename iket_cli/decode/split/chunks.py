@@ -7,7 +7,7 @@ it; the same launches in quarters, one after another in two long-lived workers
 (:mod:`.workers`), 4.5 s. So a big launch is decoded by CTAs: the raw manifest of a chunk is
 the launch's with ``gridDimX`` and the buffer range of its CTAs (each warp's buffer has a
 fixed size, CTA after CTA), and the decoder exports it as it would the launch, with CTA
-numbers counted from the chunk's first. :mod:`.ctastitch` puts the chunks' exports back
+numbers counted from the chunk's first. :mod:`.stitch` puts the chunks' exports back
 together, byte for byte the decoder's export of the whole launch.
 """
 

@@ -2,7 +2,7 @@
 assembled from them.
 
 With ``html`` among the formats, the report, lint and summary read each process's JSON
-trace after it is written. For a JSON export split by launches (:mod:`.splitjson`), each
+trace after it is written. For a JSON export split by launches (:mod:`.join`), each
 part's worker scans its own part into the columnar model (:func:`iket_cli.model.trace.load`
 of a one-launch file) while the other launches still decode, and keeps the columns beside
 its spool (:func:`keep`); once the parts are merged, the whole trace is assembled from them
@@ -18,8 +18,8 @@ from array import array
 from dataclasses import fields
 from pathlib import Path
 
-from ..model import trace as trace_mod
-from . import jsonindex
+from ...model import trace as trace_mod
+from . import indices as jsonindex
 
 _KINDS = ("ranges", "markers", "warps")
 
@@ -78,7 +78,7 @@ def read(path: Path) -> trace_mod.Launch:
 
 
 def join(kept: list[Path], maps: list, ctas: int, path: Path) -> None:
-    """Keep in ``path`` the columns of a launch stitched from its CTA chunks (:mod:`.ctasplit`),
+    """Keep in ``path`` the columns of a launch stitched from its CTA chunks (:mod:`.chunks`),
     from the columns each chunk's worker kept (``kept``, in CTA order) and each chunk's
     (names, locations) map into the launch's tables: every record renumbered, and put where
     the stitch put it (grouped by warp, in the launch's location order; a warp's records in
@@ -128,7 +128,7 @@ def _mapped(values, lookup: list[int]):
 
 def assemble(path: Path, launches: list[trace_mod.Launch], maps: list, strings: list, locations: list):
     """The whole trace of ``path`` from its parts' launches (in order) and the merge's
-    tables; ``maps`` holds each part's (names, locations) lookup, as :class:`.splitjson.Merger`
+    tables; ``maps`` holds each part's (names, locations) lookup, as :class:`.join.Merger`
     rewrote the file's indices."""
     for launch, (names, locs) in zip(launches, maps, strict=True):
         for kind in _KINDS:

@@ -1,4 +1,4 @@
-"""The raw capture's event counts (iket_cli.decode.rawevents) against H200 captures: equal to
+"""The raw capture's event counts (iket_cli.model.rawevents) against H200 captures: equal to
 the decoded trace where everything paired, above it by exactly what the probe left open, and
 no answer at all where the raw layout is not the one it knows."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.decode import rawevents
+from iket_cli.model import rawevents
 
 from conftest import FIXTURES
 

@@ -1,7 +1,7 @@
 """One decode: a raw capture through NVIDIA's ``RawCaptureDecoder`` into run-iket's artifacts.
 
 The JSON is byte-for-byte what run-iket writes (several launches: exported launch by
-launch and merged, see :mod:`.splitjson`); the ``.pftrace.gz`` uses gzip level 6 (same
+launch and merged, see :mod:`.split.join`); the ``.pftrace.gz`` uses gzip level 6 (same
 size as run-iket's level 9, a tenth of the time) and a zero timestamp, so it is
 reproducible. Every file is written under a temporary name and renamed into place.
 """
@@ -13,7 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import partcols, splitjson
+from ..model.vocab import JSON_EXPORT
+from .split import columns as partcols
+from .split import join
 from .tasks import Outcome, Task, columns_name
 
 GZIP_LEVEL = 6
@@ -38,7 +40,7 @@ def decoder_class():
     try:
         from iket import RawCaptureDecoder
     except ImportError:
-        from ..capture.toolchain import own_distribution
+        from ..system.toolchain import own_distribution
 
         folder = own_distribution()[1]
         if not folder or folder in sys.path:
@@ -74,17 +76,17 @@ def temporary(path: Path) -> Path:
 
 def _export(task: Task) -> list[str]:
     decoder_cls = decoder_class()
-    if task.export == "json" and not task.part:
+    if task.export == JSON_EXPORT and not task.part:
         out = task.out_dir / task.outputs()[0]
         tmp = temporary(out)
-        if splitjson.export_json(task.raw, tmp, decoder_cls):  # by launches: much faster
+        if join.export_json(task.raw, tmp, decoder_cls):  # by launches: much faster
             os.replace(tmp, out)
             return [out.name]
     decoder = decoder_cls(str(task.raw))
     try:
         if task.part:
             return _export_part(task, decoder)
-        if task.export == "json":
+        if task.export == JSON_EXPORT:
             text = decoder.export_decoded_json()
             decoder.close()
             return [_write_text(task.out_dir / task.outputs()[0], text)]
@@ -99,7 +101,7 @@ def _export_part(task: Task, decoder) -> list[str]:
     and the report will need of it (its indices, which a chunk's stitch needs whatever its
     launch; its columns, when the report reads the trace back)."""
     spooled = task.out_dir / task.outputs()[0]
-    splitjson.spool(decoder, spooled, find_indices=task.part[0] > 0 or task.chunk is not None)
+    join.spool(decoder, spooled, find_indices=task.part[0] > 0 or task.chunk is not None)
     if partcols.wanted(task.formats):
         partcols.keep(spooled, spooled.with_name(columns_name(spooled.name)))
     return task.outputs()
@@ -119,7 +121,7 @@ def _write_text(path: Path, text: str) -> str:
     """Write ``text`` as UTF-8 in slices (atomically), as run-iket's ``write_text`` would."""
     tmp = temporary(path)
     with open(tmp, "w", encoding="utf-8") as handle:
-        splitjson.write_slices(handle, text)
+        join.write_slices(handle, text)
     os.replace(tmp, path)
     return path.name
 

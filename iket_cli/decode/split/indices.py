@@ -1,6 +1,6 @@
 """The table indices inside a JSON export's launches: found, kept, and rewritten with numpy.
 
-A later part of a split JSON export (:mod:`.splitjson`) has its own string and location
+A later part of a split JSON export (:mod:`.join`) has its own string and location
 tables, so its ``rangeNameIdx``, ``markerNameIdx``, ``locIdx`` and ``warpLocIdxs`` numbers are
 rewritten into the whole export's tables when it is merged. Finding those numbers is most
 of that work (a scan of every byte) and needs nothing but the part itself, so the worker

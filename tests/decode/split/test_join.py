@@ -5,7 +5,8 @@ import shutil
 
 import pytest
 
-from iket_cli.decode import export, splitjson
+from iket_cli.decode import decoder as export
+from iket_cli.decode.split import join
 
 from conftest import FIXTURES
 
@@ -20,7 +21,7 @@ def test_multi_launch_capture_merges_byte_for_byte(tmp_path, decoder):
     shutil.copytree(FIXTURES / "multi", folder)
     raw = folder / "iket" / "pid_0x23f" / "iket.data.json"
     out = tmp_path / "merged.json"
-    assert splitjson.export_json(raw, out, decoder) is True
+    assert join.export_json(raw, out, decoder) is True
     assert out.read_bytes() == (FIXTURES / "multi" / "iket_pid_0x23f.trace.json").read_bytes()
     assert sorted(p.name for p in raw.parent.iterdir()) == [
         "iket.data.bin",
@@ -31,8 +32,8 @@ def test_multi_launch_capture_merges_byte_for_byte(tmp_path, decoder):
 
 def test_single_launch_is_not_split(tmp_path, decoder):
     raw = FIXTURES / "affine" / "iket" / "pid_0x204" / "iket.data.json"
-    assert splitjson.part_manifests(raw) is None
-    assert splitjson.export_json(raw, tmp_path / "x.json", decoder) is False
+    assert join.part_manifests(raw) is None
+    assert join.export_json(raw, tmp_path / "x.json", decoder) is False
 
 
 def test_merge_remaps_tables_of_later_parts(tmp_path):
@@ -69,7 +70,7 @@ def test_merge_remaps_tables_of_later_parts(tmp_path):
     for n, text in enumerate((first, second)):
         paths.append(tmp_path / f"p{n}")
         paths[-1].write_text(text)
-    splitjson.merge(paths, tmp_path / "out")
+    join.merge(paths, tmp_path / "out")
     merged = json.loads((tmp_path / "out").read_text())
     assert merged["stringTable"] == ["a", "b", "c"]
     assert merged["locationTable"] == [loc[0], loc[1], loc[2]]

@@ -1,4 +1,4 @@
-"""A decode worker process: ``python -m iket_cli.decode.worker SPEC`` decodes one task;
+"""A decode worker process: ``python -m iket_cli.decode.worker_main SPEC`` decodes one task;
 ``--serve PARENT`` decodes one task per line of its input, or writes one job of a launch's stitch,
 answering a line each (a long-lived worker, :class:`.workers.Server`).
 
@@ -14,10 +14,11 @@ import json
 import os
 import sys
 
-from ..capture.tree import die_with_parent
-from . import ctapieces
-from .export import decode
-from .tasks import DISK_FULL, Task
+from ..system.filesystem import DISK_FULL
+from ..system.tree import die_with_parent
+from .decoder import decode
+from .split import stitch_jobs
+from .tasks import Task
 
 
 def main(spec: str) -> int:
@@ -32,7 +33,7 @@ def main(spec: str) -> int:
 
 def serve(parent: int) -> int:
     """Decode each task read from stdin, or write each stitch job (``{"pieces": job}``,
-    :func:`.ctapieces.write`); answer each on the original stdout with a JSON line
+    :func:`.stitch_jobs.write`); answer each on the original stdout with a JSON line
     (``error``, ``errno``). The decoder's own output goes to stderr, not into the answers."""
     die_with_parent(parent)
     answers = os.fdopen(os.dup(1), "w")
@@ -52,7 +53,7 @@ def serve(parent: int) -> int:
 def _pieces(job: dict) -> tuple[str | None, int | None]:
     """(error, errno) of a stitch job: (None, None) when written."""
     try:
-        ctapieces.write(job)
+        stitch_jobs.write(job)
     except OSError as error:  # a full disk
         return error.strerror or str(error), error.errno
     except ValueError as error:

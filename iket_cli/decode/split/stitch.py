@@ -2,15 +2,15 @@
 
 The decoder orders a launch's warps by (SM, CTA, warp): its location table in that order,
 and the records of each array (markers, ranges, warp lifetimes) grouped by warp in that order
-(a range by the warp it began in). A chunk's export (:mod:`.ctasplit`) is that order
+(a range by the warp it began in). A chunk's export (:mod:`.chunks`) is that order
 restricted to its CTAs, so the launch's export interleaves the chunks' per-warp runs of
 records by (SM, CTA, warp), their location indices renumbered into the launch's table and
 their name indices into the launch's string table (names in the order the decoder first meets
 them: warp by warp). :class:`Stitch` reads the chunks and checks them with the indices each
-chunk's worker found (:mod:`.jsonindex`); anything that does not fit this layout raises
+chunk's worker found (:mod:`.indices`); anything that does not fit this layout raises
 ``ValueError`` and the launch is decoded whole instead. Its plan places every run of records
 in the output, its length once renumbered known from the digits of each index's new number,
-and :mod:`.ctapieces` copies the runs and renumbers only the digits, in several workers side
+and :mod:`.stitch_jobs` copies the runs and renumbers only the digits, in several workers side
 by side. Byte for byte the decoder's whole-launch export on keep256, on every H200 capture in
 ``tests/fixtures`` (PyTorch's 4096-CTA kernels among them: many CTAs an SM) and on
 ``big_kernel.py`` captured on the H200 (``scripts/gpu_check.py``). keep256's second launch
@@ -25,9 +25,10 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from . import ctapieces, jsonindex
-from .ctapieces import ARRAYS, Array
-from .jsonlayout import bounds, mapped, tables_text
+from . import indices as jsonindex
+from . import stitch_jobs as ctapieces
+from .layout import bounds, mapped, tables_text
+from .stitch_jobs import ARRAYS, Array
 
 
 def _order(location: dict) -> tuple:
@@ -155,7 +156,7 @@ class Stitch:
         decoder first meets it, warp by warp, and within a warp in its chunk's own order.
         Chunks do differ (CuTe DSL's ``cute_affine``: a warp meets ``load`` before ``affine``
         in some CTAs), and this order gives the whole launch's table on that capture at 2, 3
-        and 7 chunks (``tests/decode/test_ctasplit.py``)."""
+        and 7 chunks (``tests/decode/split/test_chunks.py``)."""
         tables = [one.strings for one in self.chunks]
         if all(table == tables[0] for table in tables):
             strings = list(tables[0])
@@ -216,7 +217,7 @@ class Stitch:
     ) -> Plan:
         """Where every byte of the launch lands in ``out`` from ``base``: the launch's own
         fields and the arrays' ends (written by the caller), and each array's runs renumbered
-        (:func:`.ctapieces.write`), in ``parts`` jobs of about equal bytes. Each run's length
+        (:func:`.stitch_jobs.write`), in ``parts`` jobs of about equal bytes. Each run's length
         after renumbering comes from its indices: each number's new digits."""
         final_names = [_through(table, names) for table in self.name_maps]
         final_locs = [_through(table, locs) for table in self.loc_maps]
@@ -334,7 +335,7 @@ class Plan(NamedTuple):
     """A launch's bytes placed in its output (:meth:`Stitch.plan`)."""
 
     fixed: list[tuple[int, bytes]]  #: (offset, bytes) the caller writes: fields, arrays' ends
-    jobs: list[dict]  #: the runs, for :func:`.ctapieces.write`
+    jobs: list[dict]  #: the runs, for :func:`.stitch_jobs.write`
     end: int  #: the offset after the launch
 
 

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.decode import ctasplit, ctastitch, export, jsonindex, splitjson
-from iket_cli.decode.jsonlayout import bounds
+from iket_cli.decode import decoder as export
+from iket_cli.decode.split import chunks as ctasplit
+from iket_cli.decode.split import indices as jsonindex
+from iket_cli.decode.split import join
+from iket_cli.decode.split import stitch as ctastitch
+from iket_cli.decode.split.layout import bounds
 
 from conftest import kept
 
@@ -29,7 +33,7 @@ def _export(raw: Path, data: dict, launch: dict, name: str, *, find_indices: boo
     manifest = raw.with_name(f".{name}.json")
     manifest.write_text(json.dumps({**data, "launches": [launch]}))
     spooled = raw.with_name(f".{name}.out")
-    splitjson.spool(export.decoder_class()(str(manifest)), spooled, find_indices=find_indices)
+    join.spool(export.decoder_class()(str(manifest)), spooled, find_indices=find_indices)
     return spooled
 
 

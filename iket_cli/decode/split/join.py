@@ -8,7 +8,7 @@ The parts differ only in their tables: each has its own ``stringTable`` and
 ``locationTable``, and the whole export's tables are those of the first part followed by
 each later part's new entries, in the order they appear. Merging therefore appends new
 table entries and rewrites the four index fields of the later parts' launches
-(``rangeNameIdx``, ``markerNameIdx``, ``locIdx``, ``warpLocIdxs``: :mod:`.jsonindex`);
+(``rangeNameIdx``, ``markerNameIdx``, ``locIdx``, ``warpLocIdxs``: :mod:`.indices`);
 everything else is copied as bytes, by the kernel.
 
 The work is placed where it costs least: a part's worker writes its spool and finds its
@@ -16,8 +16,8 @@ indices while the other launches decode (:func:`spool`); the first part's spool 
 output (renamed, not copied); each later part is rewritten in its own pages and copied onto
 the output by ``copy_file_range`` (:class:`Merger`). keep256 (2-core machine): the merge after
 the last decode takes 0.2 s (1.0 to 1.4 s when the merge read, scanned and wrote each part).
-A big launch is itself decoded in chunks of CTAs and stitched first (:mod:`.ctasplit`,
-:mod:`.ctastitch`): :func:`part_manifests` writes their manifests too. :func:`export_json` is
+A big launch is itself decoded in chunks of CTAs and stitched first (:mod:`.chunks`,
+:mod:`.stitch`): :func:`part_manifests` writes their manifests too. :func:`export_json` is
 the sequential form, for small captures decoded in the CLI's own process.
 """
 
@@ -29,10 +29,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..model import jsonio
-from . import ctasplit, jsonindex
-from .jsonlayout import bounds, file_bounds, mapped, tables_text
-from .tasks import indices_name, part_name, spool_name
+from ...model import jsonio
+from ..tasks import indices_name, part_name, spool_name
+from . import chunks as ctasplit
+from . import indices as jsonindex
+from .layout import bounds, file_bounds, mapped, tables_text
 
 #: Huge strings are written in slices, so a 907 MB JSON export is never held twice (and
 #: each slice's encoded copy reuses the memory of the one before: no fresh pages).
@@ -42,7 +43,7 @@ WRITE_SLICE = 1 << 23
 @dataclass(frozen=True)
 class LaunchPart:
     """One decodable launch of a split export: its own raw manifest and, when it is decoded
-    by CTAs (:mod:`.ctasplit`), its chunks' manifests and its CTAs."""
+    by CTAs (:mod:`.chunks`), its chunks' manifests and its CTAs."""
 
     path: Path
     chunks: tuple[Path, ...] = ()
@@ -108,7 +109,7 @@ def spool(decoder, path: Path, *, find_indices: bool) -> None:
     ``find_indices`` (a part after the first, whose indices the merge rewrites, or a CTA
     chunk, which the stitch renumbers) also find them and keep them beside it, so neither
     scans the part again
-    (:mod:`.jsonindex`). The text is encoded a slice at a time and dropped before the
+    (:mod:`.indices`). The text is encoded a slice at a time and dropped before the
     indices are found in the file's pages: no second copy of the part is held."""
     try:
         text = decoder.export_decoded_json()
@@ -166,7 +167,7 @@ class Merger:
 
     The first part's spool becomes the output (renamed, its tables cut off: its launches
     are the whole export's first bytes, unchanged); each later part's indices are rewritten
-    in its own spool's pages (:func:`.jsonindex.rewrite`) and the kernel copies its
+    in its own spool's pages (:func:`.indices.rewrite`) and the kernel copies its
     launches onto the output (``copy_file_range``), so no part passes through Python's
     memory unless a number changes its length."""
 

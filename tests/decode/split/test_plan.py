@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from iket_cli.decode.schedule import Batch, Pieces, Writers
+from iket_cli.decode.split.plan import Batch, Pieces, Writers
 from iket_cli.decode.tasks import Task
 
 

@@ -15,14 +15,14 @@ from pathlib import Path
 from ..errors import DiskFullError, IketError, UsageError
 from ..model.units import human_bytes
 
-#: The errors of a full disk or a full quota.
-FULL = (errno.ENOSPC, errno.EDQUOT)
+#: The errors of a full disk or a full quota (a decode worker exits with one to say so).
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 #: The errors of a path that may not be written here.
 REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def is_full(error: BaseException) -> bool:
-    return isinstance(error, OSError) and error.errno in FULL
+    return isinstance(error, OSError) and error.errno in DISK_FULL
 
 
 def free_bytes(folder: Path) -> int | None:
@@ -52,7 +52,7 @@ def disk_full(folder: Path, needed: int | None = None, *, writing: str | None = 
 def from_os_error(error: OSError, folder: Path | None = None, needed: int | None = None) -> IketError:
     """One clear error for an ``OSError`` met while writing under ``folder``."""
     where = Path(error.filename) if error.filename else folder
-    if error.errno in FULL:
+    if error.errno in DISK_FULL:
         return disk_full(folder or (where.parent if where else Path.cwd()), needed, writing=_name(where))
     reason = error.strerror or str(error)
     if error.errno in REFUSED:

@@ -1,6 +1,6 @@
 """The bytes of a stitched launch, renumbered and written where they belong.
 
-:class:`.ctastitch.Stitch` plans a launch stitched from its CTA chunks: where each run of a
+:class:`.stitch.Stitch` plans a launch stitched from its CTA chunks: where each run of a
 chunk's records lands in the output (its length after renumbering is known beforehand, from
 the digits of each index's new number) and the plan cut into jobs of about equal bytes. A
 job is plain data (:func:`write` takes it in a long-lived worker, ``worker --serve``, or in
@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from . import jsonindex
-from .jsonlayout import mapped
-from .tasks import indices_name
+from ..tasks import indices_name
+from . import indices as jsonindex
+from .layout import mapped
 
 
 class Array(NamedTuple):
@@ -80,7 +80,7 @@ _IOV_MAX = 1024
 
 
 def write(job: dict) -> None:
-    """Write a job of :meth:`.ctastitch.Stitch.plan`: each of its groups of runs renumbered
+    """Write a job of :meth:`.stitch.Stitch.plan`: each of its groups of runs renumbered
     and written at its offset of ``job["out"]``. Raises OSError (a full disk) or ValueError
     (a run whose bytes are not the length planned: the output is not to be trusted)."""
     sources = [Source(**spec) for spec in job["sources"]]
@@ -192,7 +192,7 @@ class Source:
 
     def _spliced(self, low: int, high: int) -> bytes:
         """Bytes ``low``..``high`` of the body with every index number in them renumbered
-        (:func:`.jsonindex.spliced`)."""
+        (:func:`.indices.spliced`)."""
         import numpy as np
 
         found = self._within(low, high)

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from iket_cli.capture import runner, tree
 from iket_cli.errors import CaptureTimeout, ExitCode
+from iket_cli.system import runner, tree
 
 from conftest import all_gone
 

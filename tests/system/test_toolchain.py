@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.capture import toolchain
 from iket_cli.errors import ExitCode, ToolchainError
+from iket_cli.system import toolchain
 
 
 def executable(path: Path, text: str = "#!/bin/sh\n") -> Path:

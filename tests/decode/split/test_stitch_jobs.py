@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.decode import ctapieces, ctasplit, ctastitch, export, splitjson
+from iket_cli.decode import decoder
+from iket_cli.decode.split import chunks as ctasplit
+from iket_cli.decode.split import join, stitch_jobs
+from iket_cli.decode.split import stitch as ctastitch
 from iket_cli.decode.workers import Workers
 
 from conftest import kept
@@ -26,7 +29,7 @@ def _stitch(tmp_path: Path, chunks: int = 3) -> ctastitch.Stitch:
         manifest = raw.with_name(f".c{number}.json")
         manifest.write_text(json.dumps({**data, "launches": [ctasplit.chunk(launch, first, last)]}))
         spools.append(raw.with_name(f".c{number}.out"))
-        splitjson.spool(export.decoder_class()(str(manifest)), spools[-1], find_indices=True)
+        join.spool(decoder.decoder_class()(str(manifest)), spools[-1], find_indices=True)
     return ctastitch.Stitch(spools, ctasplit.firsts(blocks, chunks), blocks)
 
 
@@ -52,7 +55,7 @@ def test_a_job_that_cannot_be_written_says_so(tmp_path):
     with _stitch(tmp_path) as stitch:
         (job,) = stitch.plan(Path("/dev/full"), 0, None, None).jobs
     with pytest.raises(OSError) as full:
-        ctapieces.write(job)
+        stitch_jobs.write(job)
     assert full.value.errno == errno.ENOSPC
     server = Workers().server()
     try:
@@ -68,5 +71,5 @@ def test_a_job_that_cannot_be_written_says_so(tmp_path):
         "groups": [[*job["groups"][0][:3], job["groups"][0][3] + 1, *job["groups"][0][4:]]],
     }
     with pytest.raises(ValueError, match="not its planned length"):
-        ctapieces.write(wrong)
+        stitch_jobs.write(wrong)
     assert out.read_bytes() == b""

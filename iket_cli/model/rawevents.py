@@ -23,8 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..model import jsonio
-from ..model.vocab import PAYLOAD_WIDE
+from . import jsonio
+from .vocab import PAYLOAD_WIDE
 
 #: The native-dump method, the only one read here.
 NATIVE_DUMP = 3
