@@ -13,10 +13,8 @@ and those before it are done. ``jobs`` bounds the decodes running at once, chunk
 jobs and merges included, and a stitch or a merge goes before the next chunk
 (:mod:`.split.plan`). The merge tells the manifest its counts, and with ``html`` the workers'
 scanned columns make the report's trace (:mod:`.split.columns`): the merged file is never read
-back. keep256's JSON (2 launches, 12 chunks each, 2-core machine): 0.40x of run-iket's
-export; ITERS=512 on the H200 (3 launches of 23 chunks, 907 MB): ``--postprocess json``
-0.42x, ``all`` 0.26x (docs/benchmarks.md). An interrupt kills the workers, removes their
-half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
+back (the figures against run-iket's export: docs/benchmarks.md, issue 22). An interrupt
+kills the workers, removes their half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
 """
 
 from __future__ import annotations

@@ -9,10 +9,9 @@ decoded in a fork of the CLI instead (:meth:`Workers.forked`): the decoder is al
 imported there, so the fork costs milliseconds where a fresh interpreter costs a quarter of
 a second. A launch split by
 CTAs (:mod:`.split.chunks`) is decoded by workers that stay: a fresh process's first export
-faults in its memory page by page, and on a VM two 1.4 GB exports side by side spent more
-time in those faults than in decoding (keep256, 2-core machine: 8 s against 4.5 s for the
-same launches in quarters, each worker reusing its pages: its allocator told to keep freed
-memory, :data:`KEEP_FREED`).
+faults in its memory page by page, and on a VM two big exports side by side spent more time
+in those faults than in decoding; a worker that stays reuses its pages (its allocator told
+to keep freed memory, :data:`KEEP_FREED`; docs/benchmarks.md, "A big launch decoded by CTAs").
 """
 
 from __future__ import annotations

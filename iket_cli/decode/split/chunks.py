@@ -1,14 +1,13 @@
 """A big launch decoded by CTAs: which launches split, and each chunk's raw manifest.
 
-A launch's JSON export costs the decoder time and memory in proportion to its events (keep256:
-5 s and 1.4 GB for one launch of 132 CTAs; a quarter of it, 1.3 s and 0.37 GB). Two such
-exports side by side on the 2-core machine took 8 s, their fresh memory's page faults most of
-it; the same launches in quarters, one after another in two long-lived workers
-(:mod:`.workers`), 4.5 s. So a big launch is decoded by CTAs: the raw manifest of a chunk is
-the launch's with ``gridDimX`` and the buffer range of its CTAs (each warp's buffer has a
-fixed size, CTA after CTA), and the decoder exports it as it would the launch, with CTA
-numbers counted from the chunk's first. :mod:`.stitch` puts the chunks' exports back
-together, byte for byte the decoder's export of the whole launch.
+A launch's JSON export costs the decoder time and memory in proportion to its events, and two
+big exports side by side spend most of their time faulting in fresh memory; the same launches
+in quarters, one after another in long-lived workers (:mod:`..workers`), take about half as
+long (docs/benchmarks.md, "A big launch decoded by CTAs"). So a big launch is decoded by CTAs:
+the raw manifest of a chunk is the launch's with ``gridDimX`` and the buffer range of its CTAs
+(each warp's buffer has a fixed size, CTA after CTA), and the decoder exports it as it would
+the launch, with CTA numbers counted from the chunk's first. :mod:`.stitch` puts the chunks'
+exports back together, byte for byte the decoder's export of the whole launch.
 """
 
 from __future__ import annotations

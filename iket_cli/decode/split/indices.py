@@ -6,9 +6,8 @@ rewritten into the whole export's tables when it is merged. Finding those number
 of that work (a scan of every byte) and needs nothing but the part itself, so the worker
 that exported the part finds them (:func:`find`) while the other launches still decode and
 keeps them beside its spool (:func:`save`); the merge only looks the new values up and
-stores them in the part's own pages (:func:`rewrite`). keep256's second launch (151 MB, 2.0M
-indices, 2-core machine): found in 0.28 to 0.45 s in its worker; the merge of that part,
-rewrite and copy, 0.18 to 0.25 s, against 1.0 to 1.4 s when the merge scanned it itself.
+stores them in the part's own pages (:func:`rewrite`), a fraction of what scanning the part
+itself costs (docs/benchmarks.md, "The rest of the decode, and the report, beside the decodes").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The JSON export, split by launch and merged back byte for byte.
 
-The decoder's JSON export grows faster than the capture (its memory: keep256's whole export
-peaks at 2.8 GB, each launch alone at 1.4 GB), and one process's launches decode on one core
+The decoder's JSON export grows faster than the capture (its memory most of all: a whole
+export peaks at about twice a launch's alone), and one process's launches decode on one core
 each only if they are decoded apart. A raw capture manifest that keeps one launch decodes on
 its own, so each decodable launch is exported by a worker of its own and the results merged.
 The parts differ only in their tables: each has its own ``stringTable`` and
@@ -14,8 +14,8 @@ everything else is copied as bytes, by the kernel.
 The work is placed where it costs least: a part's worker writes its spool and finds its
 indices while the other launches decode (:func:`spool`); the first part's spool becomes the
 output (renamed, not copied); each later part is rewritten in its own pages and copied onto
-the output by ``copy_file_range`` (:class:`Merger`). keep256 (2-core machine): the merge after
-the last decode takes 0.2 s (1.0 to 1.4 s when the merge read, scanned and wrote each part).
+the output by ``copy_file_range`` (:class:`Merger`), so little of the merge is left after the
+last decode (docs/benchmarks.md, "The rest of the decode, and the report, beside the decodes").
 A big launch is itself decoded in chunks of CTAs and stitched first (:mod:`.chunks`,
 :mod:`.stitch`): :func:`part_manifests` writes their manifests too. :func:`export_json` is
 the sequential form, for small captures decoded in the CLI's own process.

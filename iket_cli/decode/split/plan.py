@@ -1,5 +1,5 @@
 """How a decode's work is handed out: the ``--jobs`` slots, and the units and stitch jobs of
-one split export, given in order to its long-lived workers (:mod:`.pool`).
+one split export, given in order to its long-lived workers (:mod:`..pool`).
 
 A stitch or a merge finishes a launch, and its launch's later work waits on it, so it goes
 before the next chunk: in the slots (:class:`Slots`, ``urgent``) and in the batch's queue

@@ -13,9 +13,8 @@ in the output, its length once renumbered known from the digits of each index's 
 and :mod:`.stitch_jobs` copies the runs and renumbers only the digits, in several workers side
 by side. Byte for byte the decoder's whole-launch export on keep256, on every H200 capture in
 ``tests/fixtures`` (PyTorch's 4096-CTA kernels among them: many CTAs an SM) and on
-``big_kernel.py`` captured on the H200 (``scripts/gpu_check.py``). keep256's second launch
-(151 MB, 12 chunks, 2-core machine): read and planned in 0.2 s by the CLI, written in 0.3 s
-by two workers (before: read in 0.15 s and written in 0.45 s, both by the CLI).
+``big_kernel.py`` captured on the H200 (``scripts/gpu_check.py``). Its cost: docs/benchmarks.md,
+"The stitch written by the workers, and smaller chunks".
 """
 
 from __future__ import annotations
