@@ -5,7 +5,7 @@ and assembled in memory from the columns its workers scanned while the other lau
 decoded (:mod:`iket_cli.decode.split.columns`). The manifest's counts
 (:func:`iket_cli.model.artifacts.count_keys`) and the report, lint and summary
 (:func:`iket_cli.model.trace.load`) then take them here instead of reading the merged file
-again (907 MB: seconds). Everything is kept for the file as it is (inode, size, modification
+again (seconds, for the biggest). Everything is kept for the file as it is (inode, size, modification
 time): a file replaced or rewritten is another file.
 """
 

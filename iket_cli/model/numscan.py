@@ -1,7 +1,7 @@
 """Vectorised number extraction from one launch of a compact ``*.trace.json``.
 
 The regex scan in :mod:`iket_cli.model.trace` spends most of its time in Python: a match object
-per record and an ``int()`` per number, 5.7M of them for keep256. Here each record kind's
+per record and an ``int()`` per number, millions of them in a big trace. Here each record kind's
 array is cut into chunks of a few MB at record boundaries and handled by numpy: one pass
 finds every digit run, the wanted runs are picked by position (fixed stride for markers and
 warp lifetimes, anchored on each range's ``rangeColor`` key for ranges, whose internal

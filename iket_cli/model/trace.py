@@ -1,13 +1,15 @@
 """A compact, columnar model of ``*.trace.json``, loaded without ``json.load``.
 
-``json.load`` of keep256's 288 MB trace takes 10.6 s and 3.3 GB: one Python dict per
-range, marker and warp. The decoder writes compact JSON with sorted keys, so each record
-kind has one shape: each launch's header is matched by a pattern, its records are read by
-numpy in chunks (:mod:`iket_cli.model.numscan`) into typed arrays (``array('q')`` for
-timestamps, ``array('i')`` for indices): about 1.5 s and under 150 MB for keep256. The
-string and location tables sit at the end of the file and are parsed on their own. A file
-in any other layout (pretty-printed, reordered, floating-point values) falls back to
-``json.load`` and gives the same model or names the problem."""
+``json.load`` makes one Python dict per range, marker and warp: seconds and gigabytes for a
+big trace (docs/benchmarks.md, "Loading a trace and summarising it"). The decoder writes
+compact JSON with sorted keys, so each record kind has one shape: each launch's header is
+matched by a pattern, its records are read by numpy in chunks
+(:mod:`iket_cli.model.numscan`) into typed arrays (``array('q')`` for timestamps,
+``array('i')`` for indices), several times faster and in a small part of the memory. The
+string and location tables sit at the end of the file and are parsed on their own. A file in
+any other layout (pretty-printed, reordered, floating-point values) falls back to
+``json.load`` and gives the same model or names the problem.
+"""
 
 from __future__ import annotations
 
