@@ -79,24 +79,7 @@ def _workers(_ctx, _param, value: str | None) -> int | str | None:
     help="Write the markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).",
 )
 @options.quiet
-def command(
-    names: tuple[str, ...],
-    config_path: Path | None,
-    output: Path | None,
-    postprocess: str | None,
-    timeout: float | None,
-    keep: bool | None,
-    fail_fast: bool,
-    workers: int | str | None,
-    executor: str | None,
-    rerun_failed: bool,
-    job_result: Path | None,
-    baseline: Path | None,
-    fail_over: str,
-    junit: Path | None,
-    summary: Path | None,
-    quiet: bool,
-) -> int:
+def command(**kw: object) -> int:
     """Run all configured jobs (or NAMES), each into <output root>/<name>/.
 
     Exit 0 when every job succeeded, 1 when any failed, was cancelled or regressed, 2 on a
@@ -104,21 +87,4 @@ def command(
     """
     from ..pipeline import ci_run
 
-    return ci_run.run(
-        names=names,
-        config_path=config_path,
-        output=output,
-        postprocess=postprocess,
-        timeout=timeout,
-        keep=keep,
-        fail_fast=fail_fast,
-        workers=workers,
-        executor=executor,
-        rerun_failed=rerun_failed,
-        job_result=job_result,
-        baseline=baseline,
-        fail_over=fail_over,
-        junit=junit,
-        summary=summary,
-        quiet=quiet,
-    )
+    return ci_run.run(**kw)

@@ -31,20 +31,16 @@ def run(
     summary: Path | None,
     quiet: bool,
 ) -> int:
-    """Run all configured jobs (or NAMES), each into <output root>/<name>/.
-
-    Exit 0 when every job succeeded, 1 when any failed, was cancelled or regressed, 2 on a
-    config error.
-    """
+    """``iket run`` with its parsed options (``cli/run.py`` documents them): the exit status."""
     from dataclasses import asdict
 
     from ..analysis import diff as diff_mod
     from ..model.vocab import JOB_FAILING, RUN_MANIFEST_NAME
-    from ..pipeline import config as config_mod
-    from ..pipeline import jobs as jobs_mod
     from ..render import ci
     from ..render.progress import PrefixReporter
     from ..render.queue import QueueWatcher
+    from . import config as config_mod
+    from . import jobs as jobs_mod
 
     cfg = config_mod.load(config_path)
     jobs = cfg.select(list(names))
@@ -122,8 +118,8 @@ def _check_ci_files(junit: Path | None, summary: Path | None, reads: list[Path])
 def _one_job(cfg, jobs, root: Path, overrides: dict, result_path: Path, quiet: bool) -> int:
     """``iket run --job-result FILE NAME``: what a Slurm batch script runs on its node."""
     from ..errors import UsageError
-    from ..pipeline.job import run_for_submitter
     from ..render.progress import PrefixReporter
+    from .job import run_for_submitter
 
     if len(jobs) != 1:
         raise UsageError("--job-result takes exactly one job name")
