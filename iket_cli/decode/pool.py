@@ -1,20 +1,20 @@
 """Decoding many tasks at once: worker processes bounded by the CPUs and the free memory.
 
-run-iket decodes one process after another, one format after another, on one core. Here
-the tasks run in parallel, each small one in a fork of this process and each large one in a
-worker process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt capture
-fails that task alone, never the CLI. The JSON export of a process with several launches,
-or with a big one, is split: each launch, or each chunk of a big launch's CTAs
-(:mod:`.split.chunks`), is exported by one of a few long-lived workers, side by side with every
-other task; a launch's chunks are
-stitched (:mod:`.split.stitch`: read and planned here, its bytes written by the same workers,
-:mod:`.split.stitch_jobs`) and each launch merged (:mod:`.split.join`) in launch order as soon as it
-and those before it are done. ``jobs`` bounds the decodes running at once, chunks, stitch
-jobs and merges included, and a stitch or a merge goes before the next chunk
-(:mod:`.split.plan`). The merge tells the manifest its counts, and with ``html`` the workers'
-scanned columns make the report's trace (:mod:`.split.columns`): the merged file is never read
-back (the figures against run-iket's export: docs/benchmarks.md, issue 22). An interrupt
-kills the workers, removes their half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
+run-iket decodes one process after another, one format after another, on one core. Here the
+tasks run in parallel, each small one in a fork of this process and each large one in a worker
+process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt capture fails that
+task alone, never the CLI. The JSON export of a process with several launches, or with a big
+one, is split: each launch, or each chunk of a big launch's CTAs (:mod:`.split.chunks`), is
+exported by one of a few long-lived workers, side by side with every other task; a launch's
+chunks are stitched (:mod:`.split.stitch`: read and planned here, its bytes written by the same
+workers, :mod:`.split.stitch_jobs`) and each launch merged (:mod:`.split.join`) in launch order
+as soon as it and those before it are done. ``jobs`` bounds the decodes running at once, chunks,
+stitch jobs and merges included, and a stitch or a merge goes before the next chunk
+(:mod:`.split.plan`). The merge's outcome carries its record counts for the manifest, and with
+``html`` the trace made of the workers' scanned columns for the report (:mod:`.split.columns`):
+the merged file is never read back (the figures against run-iket's export: docs/benchmarks.md,
+issue 22). An interrupt kills the workers, removes their half-written files and raises
+:class:`~iket_cli.errors.CaptureInterrupted`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import CaptureInterrupted, Terminated, signal_of
-from ..model import artifacts, memo
 from ..model.vocab import JSON_EXPORT
 from ..system import signals
 from ..system.runner import Cancelled, wait_all
@@ -41,6 +40,8 @@ from .workers import Workers
 #: Up to this many raw bytes a capture is decoded in a fork of the CLI (the decoder already
 #: imported there), above in a worker of its own: a fresh interpreter costs more than it saves.
 INLINE_BYTES = 4 << 20
+#: At most this many assembled traces are returned (see :meth:`Decoding._hold`).
+MOST_TRACES = 2
 
 
 class Progress:
@@ -120,6 +121,7 @@ class Decoding:
         self.tasks, self.progress, self.cancel = tasks, progress, cancel
         self.workers = Workers()
         self.lock = threading.Lock()
+        self.held: list[Outcome] = []  # the outcomes holding an assembled trace (see _hold)
         units = [unit for task in tasks for unit in _units(task)]
         progress.planned(units)
         self.jobs = default_jobs(units, jobs)
@@ -147,7 +149,16 @@ class Decoding:
                 outcome = self.workers.decode(task)
         with self.lock:
             self.progress.finished(outcome)
+            self._hold(outcome)
         return outcome
+
+    def _hold(self, outcome: Outcome) -> None:
+        """Keep the assembled traces of the last :data:`MOST_TRACES` tasks only: the others'
+        readers read their files (a capture of many big processes would hold them all)."""
+        if outcome.trace is not None:
+            self.held.append(outcome)
+        while len(self.held) > MOST_TRACES:
+            self.held.pop(0).trace = None
 
     def _serve(self, batch: Batch) -> None:
         """A long-lived worker decoding the batch's units and writing its stitch jobs, one
@@ -210,10 +221,9 @@ class Decoding:
                 with self.slots(urgent=True):
                     merger.finish()
             os.replace(tmp, out)
-            if merger.counts is not None:
-                artifacts.remember_counts(out, merger.counts)  # the manifest's counts, not a rescan
+            assembled = None
             if columns and None not in columns:  # the report's trace, not a read of the file
-                memo.hold(out, partcols.assemble(out, columns, merger.maps, merger.strings, merger.locations))
+                assembled = partcols.assemble(out, columns, merger.maps, merger.strings, merger.locations)
         except OSError as error:
             message = f"{error.strerror or error} writing {error.filename or out}"
             return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
@@ -227,7 +237,8 @@ class Decoding:
             for unit in [*parts, *batch.futures]:
                 unit.raw.unlink(missing_ok=True)
                 _remove_spool(unit)
-        return Outcome(task, time.monotonic() - start, written=[out.name])
+        seconds = time.monotonic() - start
+        return Outcome(task, seconds, written=[out.name], counts=merger.counts, trace=assembled)
 
     def _merge(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..model import jsonio
@@ -25,6 +26,9 @@ from ..model.vocab import (
     exports_for,
     raw_pid,
 )
+
+if TYPE_CHECKING:
+    from ..model.trace import Trace
 
 #: Peak memory of a task as a multiple of its raw ``iket.data.bin`` (keep256: 11.8 MB raw
 #: gives 288 MB of JSON, held once by the decoder and once as a Python string).
@@ -148,6 +152,26 @@ class Outcome:
     cancelled: bool = False
     #: ``errno`` of the write that failed (ENOSPC, EDQUOT: a full disk), where one did.
     errno: int | None = None
+    #: A JSON export merged from its launches: its record counts (ranges, markers), counted
+    #: as it was merged, for the manifest, which then does not read the file again.
+    counts: tuple[int, int] | None = None
+    #: ...and, with html asked for, its trace assembled from the columns its workers
+    #: scanned, for the lint and the report (see :func:`take_traces`).
+    trace: Trace | None = None
+
+
+def known_counts(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
+    """The record counts the decode already knows, by the name of the file it wrote."""
+    return {o.written[0]: o.counts for o in outcomes if o.counts is not None and o.written}
+
+
+def take_traces(outcomes: list[Outcome]) -> dict[str, Trace]:
+    """The traces the decode assembled, by the name of the file it wrote, taken out of the
+    outcomes: whoever takes them decides how long they stay in memory."""
+    taken = {o.written[0]: o.trace for o in outcomes if o.trace is not None and o.written}
+    for outcome in outcomes:
+        outcome.trace = None
+    return taken
 
 
 def part_name(raw_name: str, number: int, chunk: int | None = None) -> str:

@@ -2,7 +2,9 @@
 
 Counts are read cheaply: kernels and launches from run-iket's raw capture manifest
 (``iket/pid_<hex>/iket.data.json``, a few KB), ranges and markers by counting their keys
-in the compact trace JSON (no parse).
+in the compact trace JSON (no parse). What the caller already knows of a JSON trace (its
+decode counted it as it merged the launches, or an earlier scan in the same run counted it) is
+handed in as ``counted`` and not counted again (keep256's 288 MB trace: 0.25 s a count).
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import jsonio, memo
+from . import jsonio
 from .names import Namer
 from .vocab import (
     ARTIFACT_STEM,
@@ -32,8 +35,13 @@ _KIND_OF = {suffix: kind for kind, suffix in ARTIFACTS.items()}
 _CHUNK = 1 << 22
 
 
-def scan_processes(capture_dir: Path) -> list[dict[str, Any]]:
-    """One entry per captured process, from the artifacts and raw captures in the folder."""
+#: Record counts (ranges, markers) known for JSON traces, by file name (see :data:`RECORD_KEYS`).
+Counted = Mapping[str, tuple[int, int]]
+
+
+def scan_processes(capture_dir: Path, counted: Counted | None = None) -> list[dict[str, Any]]:
+    """One entry per captured process, from the artifacts and raw captures in the folder;
+    the JSON traces named in ``counted`` are not read."""
     found: dict[str, dict[str, Any]] = {}
     for entry in sorted(os.listdir(capture_dir)):
         match = _ARTIFACT_RE.match(entry)
@@ -49,7 +57,7 @@ def scan_processes(capture_dir: Path) -> list[dict[str, Any]]:
                 _process(found, pid_hex)["raw"] = raw_manifest(pid_hex)
     processes = sorted(found.values(), key=lambda p: p["pid"])
     for process in processes:
-        _count(capture_dir, process)
+        _count(capture_dir, process, counted or {})
     return processes
 
 
@@ -58,11 +66,13 @@ def is_artifact(name: str) -> bool:
     return _ARTIFACT_RE.match(name) is not None
 
 
-def rescan(capture_dir: Path, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rescan(
+    capture_dir: Path, previous: list[dict[str, Any]], counted: Counted | None = None
+) -> list[dict[str, Any]]:
     """:func:`scan_processes` again after artifacts changed; counts that needed a JSON trace
     since removed, labels and arrow counts (``flows``) are kept from ``previous``."""
     before = {p["pid_hex"]: p for p in previous}
-    processes = scan_processes(capture_dir)
+    processes = scan_processes(capture_dir, counted)
     for process in processes:
         old = before.get(process["pid_hex"], {})
         for key in ("launches", "ranges", "markers", "labels", "flows", "uninstrumented"):
@@ -87,7 +97,17 @@ def _process(found: dict[str, dict[str, Any]], pid_hex: str) -> dict[str, Any]:
     return found[key]
 
 
-def _count(capture_dir: Path, process: dict[str, Any]) -> None:
+def counted_in(processes: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """The record counts ``processes`` (a scan of this run) hold, by their JSON trace's name:
+    a later scan of files unchanged since need not count them again."""
+    return {
+        p["artifacts"]["trace_json"]["path"]: (p["ranges"], p["markers"])
+        for p in processes
+        if "trace_json" in p["artifacts"] and p.get("ranges") is not None and p.get("markers") is not None
+    }
+
+
+def _count(capture_dir: Path, process: dict[str, Any], counted: Counted) -> None:
     if process["raw"]:
         launches = raw_launches(capture_dir / process["raw"])  # read once for both
         kernels = _decodable(launches)
@@ -99,7 +119,8 @@ def _count(capture_dir: Path, process: dict[str, Any]) -> None:
         process["uninstrumented"] = _untraced(launches)
     trace = process["artifacts"].get("trace_json")
     if trace:
-        counts = count_keys(capture_dir / trace["path"], RECORD_KEYS)
+        known = counted.get(trace["path"])
+        counts = known if known is not None else count_keys(capture_dir / trace["path"], RECORD_KEYS)
         process["ranges"], process["markers"] = counts
         if process["launches"] is None:
             (process["launches"],) = count_keys(capture_dir / trace["path"], (b'"kernelName"',))
@@ -167,25 +188,7 @@ def _untraced(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def count_keys(path: Path, keys: tuple[bytes, ...]) -> list[int]:
-    """Occurrences of each JSON key in a file, read in chunks (the trace can be GBs).
-
-    Remembered for the file as it is (:mod:`.memo`): a decode rescans the folder before its
-    report and after it (keep256's trace: 0.25 s to count, 907 MB: about 1 s), and a JSON
-    export merged from parts is counted as it is merged (:func:`remember_counts`)."""
-    return memo.counts(path, keys, _count_keys)
-
-
-#: The keys that count a JSON trace's records: one per range, one per marker.
-RECORD_KEYS = (b'"rangeNameIdx"', b'"markerNameIdx"')
-
-
-def remember_counts(path: Path, counts: tuple[int, int]) -> None:
-    """What :func:`count_keys` would find for :data:`RECORD_KEYS` in ``path``, told by the
-    code that just wrote the file and counted as it went (a JSON export merged from parts)."""
-    memo.tell_counts(path, RECORD_KEYS, list(counts))
-
-
-def _count_keys(path: Path, keys: tuple[bytes, ...]) -> list[int]:
+    """Occurrences of each JSON key in a file, read in chunks (the trace can be GBs)."""
     counts = [0] * len(keys)
     overlap = max(len(k) for k in keys) - 1
     carry = b""
@@ -196,6 +199,10 @@ def _count_keys(path: Path, keys: tuple[bytes, ...]) -> list[int]:
                 counts[i] += data.count(key) - carry.count(key)
             carry = data[-overlap:] if overlap else b""
     return counts
+
+
+#: The keys that count a JSON trace's records: one per range, one per marker.
+RECORD_KEYS = (b'"rangeNameIdx"', b'"markerNameIdx"')
 
 
 def phases_from_stats(stats_path: Path) -> dict[str, float | None]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import ManifestError
-from . import jsonio, memo, payloads
+from . import jsonio, payloads
 from .tracecheck import checked
 from .vocab import PUSH_POP
 
@@ -108,9 +108,6 @@ def load(path: Path, kinds: tuple[str, ...] = KINDS) -> Trace:
     ``kinds``: the record kinds to read (the others stay empty; a reader of ranges alone
     skips the markers' scan). The general ``json.load`` path reads them all."""
     path = Path(path)
-    known = memo.take(path)
-    if known is not None:
-        return known
     if not path.is_file():
         raise ManifestError(f"trace {path} does not exist", hint="give a capture or a *.trace.json")
     if path.stat().st_size == 0:

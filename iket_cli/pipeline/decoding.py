@@ -13,6 +13,7 @@ from ..decode import pool
 from ..decode import tasks as decode_tasks
 from ..decode.tasks import Outcome
 from ..errors import DecodeError
+from ..model.trace import Trace
 from ..system.filesystem import DISK_FULL
 
 
@@ -30,11 +31,14 @@ class _LoggedProgress(pool.Progress):
 
 
 class Decoded:
-    """Decodes a capture folder (repeat 1's, then each repeat's), adding up the seconds."""
+    """Decodes a capture folder (repeat 1's, then each repeat's), adding up the seconds, and
+    keeps what each decode knows of the JSON traces it wrote for the scan and the reports
+    that follow (:meth:`counted`, :meth:`traces`): they need not read those files again."""
 
     def __init__(self, transcript: Transcript, formats: list[str], cancel: threading.Event | None) -> None:
         self.transcript, self.formats, self.cancel = transcript, formats, cancel
         self.seconds: float | None = None
+        self._known: dict[Path, list[Outcome]] = {}
 
     def __call__(self, folder: Path) -> None:
         """Decode every process's raw capture in ``folder`` into the formats, in parallel."""
@@ -50,3 +54,16 @@ class Decoded:
         if errors:
             raise DecodeError(f"decoding failed: {errors[0]}", phase="postprocess", details=errors[1:])
         self.seconds = round((self.seconds or 0) + time.monotonic() - start, 3)
+        self._known[folder] = outcomes
+        held = [o for done in self._known.values() for o in done if o.trace is not None]
+        for outcome in held[: -pool.MOST_TRACES]:  # as the pool does, over all the folders
+            outcome.trace = None
+
+    def counted(self, folder: Path) -> dict[str, tuple[int, int]]:
+        """The record counts of ``folder``'s JSON traces its decode counted, by file name."""
+        return decode_tasks.known_counts(self._known.get(folder, []))
+
+    def traces(self, folder: Path) -> dict[str, Trace]:
+        """The traces ``folder``'s decode assembled, by file name; handed over once (the
+        caller's reports free them), so a second call finds none."""
+        return decode_tasks.take_traces(self._known.get(folder, []))

@@ -37,15 +37,22 @@ class Finished:
 
 
 def finish(
-    capture_dir: Path, record: dict[str, Any], formats: list[str], *, kept: frozenset[str] = frozenset()
+    capture_dir: Path,
+    record: dict[str, Any],
+    formats: list[str],
+    *,
+    kept: frozenset[str] = frozenset(),
+    traces: dict[str, trace_mod.Trace] | None = None,
 ) -> Finished:
     """Lint every process's JSON trace, write its report when ``html`` is asked for and its
     arrows (``.flows.pftrace``) when the capture holds a DAG, then remove the JSON traces
     made only for the report (not those named in ``kept``, which were there before).
 
     ``record`` is the manifest as it stands (labels attached: the reports name processes
-    by rank). Raises the trace reader's :class:`~iket_cli.errors.IketError` when a report
-    cannot be built.
+    by rank, and its counts are not counted again). ``traces``: the traces the decode
+    assembled, by file name (:func:`iket_cli.decode.tasks.take_traces`), each taken out as
+    it is used (its memory goes with its report); the others are read. Raises the trace
+    reader's :class:`~iket_cli.errors.IketError` when a report cannot be built.
     """
     report = "html" in formats
     roles, dags, warnings = _annotations(capture_dir)
@@ -56,7 +63,8 @@ def finish(
         if not artifact or (not report and not dags and artifact["bytes"] > LINT_MAX_BYTES):
             continue
         try:
-            loaded = trace_mod.load(capture_dir / artifact["path"])
+            given = traces.pop(artifact["path"], None) if traces else None
+            loaded = given or trace_mod.load(capture_dir / artifact["path"])
         except IketError:
             if report:
                 raise
@@ -79,7 +87,8 @@ def finish(
             artifact = process["artifacts"].get("trace_json")
             if artifact and artifact["path"] not in kept:
                 (capture_dir / artifact["path"]).unlink(missing_ok=True)
-    return Finished(artifacts.rescan(capture_dir, record["processes"]), findings, warnings)
+    counted = artifacts.counted_in(record["processes"])
+    return Finished(artifacts.rescan(capture_dir, record["processes"], counted), findings, warnings)
 
 
 def _annotations(capture_dir: Path) -> tuple[Roles | None, list[Dag], list[tuple[str, str]]]:

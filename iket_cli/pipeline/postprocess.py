@@ -104,8 +104,9 @@ def _decode(
         outcomes = decoding.wait()
     if any(o.errno in DISK_FULL for o in outcomes):
         raise disk_full(capture_dir, sum(t.output_bytes for t in tasks))
-    record["processes"] = artifacts.rescan(capture_dir, record["processes"])
-    finished = finish(capture_dir, record, formats, kept=had_json)
+    counted, traces = tasks_mod.known_counts(outcomes), tasks_mod.take_traces(outcomes)
+    record["processes"] = artifacts.rescan(capture_dir, record["processes"], counted)
+    finished = finish(capture_dir, record, formats, kept=had_json, traces=traces)
     record["processes"] = finished.processes
     if finished.lint is not None:
         record["lint"] = finished.lint

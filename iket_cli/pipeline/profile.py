@@ -262,7 +262,7 @@ def _capture(
                 facts = replace(facts, extract=saved_calls.checked(facts.extract, staging, transcript))
         if transcript.full is not None:
             raise transcript.full
-        published = publish.publish(plan, staging, facts, formats, reporter, publishing)
+        published = publish.publish(plan, staging, facts, formats, reporter, publishing, decoded)
     except (IketError, OSError) as error:
         unwritten = transcript.unwritten if transcript is not None else ()
         failure = attempt.explained(error, plan, facts, formats, transcript)

@@ -23,20 +23,29 @@ from ..system.signals import Publishing
 from . import attempt, repeats
 from .attempt import Facts
 from .capture import Capture
+from .decoding import Decoded
 
 
 def publish(
-    plan: Plan, staging: Staging, facts: Facts, formats: list[str], reporter: Reporter, publishing: Publishing
+    plan: Plan,
+    staging: Staging,
+    facts: Facts,
+    formats: list[str],
+    reporter: Reporter,
+    publishing: Publishing,
+    decoded: Decoded,
 ) -> Capture:
-    """Lint and report, check every artifact is there, write the manifest, publish."""
+    """Lint and report, check every artifact is there, write the manifest, publish.
+    ``decoded``: the decodes of repeat 1's folder and the others', what they know of the
+    traces they wrote handed to the scans and the reports."""
     from .finish import finish  # imported by _preload while the passes ran
 
     capture = staging.finalize()
-    processes = artifacts.scan_processes(capture)
+    processes = artifacts.scan_processes(capture, decoded.counted(capture))
     start = time.monotonic()
     try:
         draft = attempt.manifest(plan, staging, facts, Status.OK, processes)
-        finished = finish(capture, draft, formats)
+        finished = finish(capture, draft, formats, traces=decoded.traces(capture))
     except IketError as error:
         raise CaptureError(f"the HTML report failed: {error.message}", phase="postprocess") from None
     reporter.phase("publish")  # the reports were postprocessing: the console and manifest agree
@@ -50,7 +59,9 @@ def publish(
         raise CaptureError(missing, phase="postprocess")
     lint = finished.lint or []
     if facts.repeats:
-        more, more_lint = repeats.publish(capture, staging, facts.repeats, draft, formats, missing_artifacts)
+        more, more_lint = repeats.publish(
+            capture, staging, facts.repeats, draft, formats, missing_artifacts, decoded
+        )
         processes, lint = repeats.numbered(processes, 1) + more, repeats.numbered(lint, 1) + more_lint
     if not plan.options.keep:
         for name in INTERMEDIATES:

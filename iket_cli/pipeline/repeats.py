@@ -170,10 +170,12 @@ def publish(
     draft: dict[str, Any],
     formats: list[str],
     missing,
+    decoded,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Lint and report repeats 2..N as repeat 1 was; their processes (paths inside the
     capture, ``repeat`` set) and lint findings. ``missing(processes, formats)`` names an
-    artifact a repeat lacks: that repeat counts as failed, the others stand."""
+    artifact a repeat lacks: that repeat counts as failed, the others stand. ``decoded``
+    (:class:`~iket_cli.pipeline.decoding.Decoded`) gives what each repeat's decode knows."""
     from ..model import artifacts, labels
     from ..model.vocab import PROCS_NAME
     from .finish import finish
@@ -186,9 +188,9 @@ def publish(
         if repeat.index == 1 or repeat.status == FAILED:
             continue
         folder = capture_dir / repeat.dir
-        found = artifacts.scan_processes(folder)
+        found = artifacts.scan_processes(folder, decoded.counted(folder))
         labels.attach(found, staging.root / PROCS_NAME)
-        finished = finish(folder, {**draft, "processes": found}, formats)
+        finished = finish(folder, {**draft, "processes": found}, formats, traces=decoded.traces(folder))
         lacking = missing(finished.processes, formats)
         if lacking:
             repeat.status, repeat.error = FAILED, lacking

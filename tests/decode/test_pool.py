@@ -12,7 +12,7 @@ import pytest
 
 from iket_cli.decode import pool, tasks
 from iket_cli.errors import UsageError
-from iket_cli.model import artifacts, memo
+from iket_cli.model import artifacts
 from iket_cli.model.vocab import FORMATS
 from iket_cli.system import toolchain
 
@@ -145,7 +145,6 @@ class Recorder(pool.Progress):
 def test_the_launches_of_one_process_decode_side_by_side(tmp_path, monkeypatch, name, pid, launches):
     """Each launch in a worker of its own, at most --jobs at once, merged to run-iket's bytes."""
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)  # workers, as for a big capture
-    monkeypatch.setattr(memo, "_COUNTS", {})
     folder = kept(tmp_path, name)
     progress = Recorder()
     (outcome,) = pool.run(tasks.plan(folder, ["json"]), jobs=3, progress=progress)
@@ -156,8 +155,9 @@ def test_the_launches_of_one_process_decode_side_by_side(tmp_path, monkeypatch, 
     name_json = f"iket_pid_{pid}.trace.json"
     assert (folder / name_json).read_bytes() == (FIXTURES / name / name_json).read_bytes()
     assert sorted(p.name for p in (folder / "iket" / f"pid_{pid}").iterdir() if p.name.startswith(".")) == []
-    counted = artifacts._count_keys(folder / name_json, artifacts.RECORD_KEYS)
-    assert list(memo._COUNTS.values()) == [counted], "the merge told the counts it made as it went"
+    counted = artifacts.count_keys(folder / name_json, artifacts.RECORD_KEYS)
+    assert list(outcome.counts) == counted, "the merge returns the counts it made as it went"
+    assert tasks.known_counts([outcome]) == {name_json: outcome.counts}
 
 
 @pytest.mark.parametrize(
@@ -180,15 +180,13 @@ def test_the_report_gets_the_trace_assembled_from_the_parts(tmp_path, monkeypatc
     if by_ctas:
         _by_ctas(monkeypatch)
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
-    monkeypatch.setattr(memo, "_TRACES", {})
     folder = kept(tmp_path, name)
     outcomes = pool.run(tasks.plan(folder, ["json", "html"]), jobs=3)
     assert all(o.error is None for o in outcomes)
     path = folder / f"iket_pid_{pid}.trace.json"
-    assembled = trace_mod.load(path)
-    assert not memo._TRACES, "taken once"
-    read = trace_mod.load(path)  # nothing held now: the file itself
-    assert assembled is not read
+    taken = tasks.take_traces(outcomes)
+    assert list(taken) == [path.name] and tasks.take_traces(outcomes) == {}, "taken once"
+    assembled, read = taken[path.name], trace_mod.load(path)
     assert (assembled.strings, assembled.locations) == (read.strings, read.locations)
     assert len(assembled.launches) == len(read.launches) >= 1
     for ours, theirs in zip(assembled.launches, read.launches, strict=True):
@@ -261,7 +259,6 @@ def test_launches_decoded_by_ctas_in_workers_that_stay(tmp_path, monkeypatch, na
     from iket_cli.decode.split import join
 
     started = _by_ctas(monkeypatch)
-    monkeypatch.setattr(memo, "_COUNTS", {})
     folder = kept(tmp_path, name)
     progress = Recorder()
     planned = tasks.plan(folder, ["json"])
@@ -275,8 +272,8 @@ def test_launches_decoded_by_ctas_in_workers_that_stay(tmp_path, monkeypatch, na
     servers = [argv for argv in started if "--serve" in argv]
     assert servers == started and 1 < len(servers) <= 3, "within --jobs, each worker taking many"
     assert sorted(p.name for p in (folder / "iket" / f"pid_{pid}").iterdir() if p.name.startswith(".")) == []
-    counted = artifacts._count_keys(folder / name_json, artifacts.RECORD_KEYS)
-    assert list(memo._COUNTS.values()) == [counted]
+    counted = artifacts.count_keys(folder / name_json, artifacts.RECORD_KEYS)
+    assert list(outcome.counts) == counted
 
 
 def test_a_launch_that_does_not_stitch_is_decoded_whole(tmp_path, monkeypatch):

@@ -109,3 +109,41 @@ def test_html_alone_keeps_a_json_trace_decoded_before(tmp_path):
     ], "the JSON made only for the report is gone"
     (process,) = manifest.read(fresh)["processes"]
     assert (process["ranges"], process["markers"]) == (1, 1), "counts kept from the JSON"
+
+
+def test_the_decode_hands_its_counts_and_traces_on_nothing_reads_the_merged_file(tmp_path, monkeypatch):
+    """A JSON export merged from its launches, with html: the manifest's counts and the
+    report's trace come from the decode's outcome, not a read of the file (by count or by
+    load), and they equal what a read finds."""
+    from iket_cli.decode import pool
+    from iket_cli.model import artifacts as artifacts_mod
+    from iket_cli.model import trace as trace_mod
+    from iket_cli.pipeline.postprocess import postprocess_capture
+
+    monkeypatch.setattr(pool, "INLINE_BYTES", -1)  # workers and the merge, as for a big capture
+    folder = kept(tmp_path, "multi")
+    reads: list[str] = []
+    load, count = trace_mod.load, artifacts_mod.count_keys
+    monkeypatch.setattr(trace_mod, "load", lambda path, *a: reads.append(Path(path).name) or load(path, *a))
+    monkeypatch.setattr(
+        artifacts_mod, "count_keys", lambda path, keys: reads.append(Path(path).name) or count(path, keys)
+    )
+    record, outcomes, _ = postprocess_capture(folder, ["json", "html"], jobs=2)
+    assert all(o.error is None for o in outcomes) and all(o.trace is None for o in outcomes), "handed on"
+    assert reads == [], f"read again: {reads}"
+    (process,) = record["processes"]
+    path = folder / process["artifacts"]["trace_json"]["path"]
+    assert [process["ranges"], process["markers"]] == count(path, artifacts_mod.RECORD_KEYS)
+    assert (folder / process["artifacts"]["html"]["path"]).stat().st_size > 0
+
+
+def test_at_most_two_assembled_traces_are_held():
+    """A capture of many big processes: the pool keeps the last two tasks' traces only."""
+    from iket_cli.decode import pool
+    from iket_cli.decode.tasks import Outcome
+
+    outcomes = [Outcome(task=None, seconds=0.0, trace=object()) for _ in range(4)]
+    with pool.start([], jobs=1) as decoding:
+        for outcome in outcomes:
+            decoding._hold(outcome)
+    assert [o.trace is not None for o in outcomes] == [False, False, True, True]

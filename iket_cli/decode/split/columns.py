@@ -7,8 +7,9 @@ part's worker scans its own part into the columnar model (:func:`iket_cli.model.
 of a one-launch file) while the other launches still decode, and keeps the columns beside
 its spool (:func:`keep`); once the parts are merged, the whole trace is assembled from them
 (:func:`assemble`: the name and location columns looked up in the merged tables, as the
-merge rewrote them in the file) and handed to the report (:func:`iket_cli.model.memo.hold`),
-which then never reads the merged file.
+merge rewrote them in the file) and returned in the decode's outcome
+(:class:`iket_cli.decode.tasks.Outcome`) for the lint and the report, which then never read
+the merged file.
 """
 
 from __future__ import annotations
