@@ -13,10 +13,14 @@ from pathlib import Path
 import pytest
 
 from iket_cli.model import pftrace as pftrace_mod
+from iket_cli.model.annotations import Dag, Edge
 
 ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DOUBLE = Path(__file__).resolve().parent / "fakes" / "run_iket_double.py"
+#: The two-stage pipeline of the flow and stage tests: a producer ``load``, a consumer ``math``.
+LOAD_MATH = [Dag("pipe", [Edge("load", "math")])]
 
 
 @dataclass

@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 import xmlschema
 
-from conftest import FIXTURES, replay
+from conftest import FIXTURES, ROOT, replay
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "docs" / "github-actions.yml"
 
 

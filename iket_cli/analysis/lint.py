@@ -233,7 +233,7 @@ def _compiled_payload_types(trace: Trace, sites: list[dict[str, Any]]) -> list[F
 
 def _tally(names, kinds) -> dict[tuple[int, int], int]:
     """How many records carry each (name index, kind) pair (kind 0 where ``kinds`` is None),
-    counted by numpy: keep256 has 1.6M records, a Python loop took 1.7 s of the report."""
+    counted by numpy: a big capture has millions of records, too many for a Python loop."""
     import numpy as np
 
     name = np.asarray(names, np.int64)

@@ -36,7 +36,7 @@ def require():
 
 
 def preload() -> None:
-    """Import DuckDB (about 0.3 s) in a thread while the traces load; a missing one is
+    """Import DuckDB in a thread while the traces load (not after them); a missing one is
     reported by :func:`require` later, in one line."""
     import contextlib
     import threading

@@ -17,7 +17,7 @@ its own (a Ctrl-C at the terminal does not reach it), reading a pipe from the CL
   removes the rest of the staging folder, the lock file last.
 
 A parent-death signal on run-iket (``PR_SET_PDEATHSIG``) would stop run-iket alone, not
-its children, and would need an exec wrapper (about 20 ms on every capture); the watchdog
+its children, and would need an exec wrapper on every capture's path; the watchdog
 stops all of them, found by their marker, so it does the whole job.
 """
 

@@ -22,7 +22,8 @@ GZIP_LEVEL = 6
 
 
 def preload() -> None:
-    """Import the decoder now (about 0.2 s), e.g. in a thread while the passes run."""
+    """Import the decoder now, e.g. in a thread while the passes run, so no decode waits
+    for its import."""
     available()
 
 

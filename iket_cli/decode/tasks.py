@@ -30,8 +30,9 @@ from ..model.vocab import (
 if TYPE_CHECKING:
     from ..model.trace import Trace
 
-#: Peak memory of a task as a multiple of its raw ``iket.data.bin`` (keep256: 11.8 MB raw
-#: gives 288 MB of JSON, held once by the decoder and once as a Python string).
+#: Peak memory of a task as a multiple of its raw ``iket.data.bin``: the JSON export is held
+#: once by the decoder and once as a Python string (measured: docs/benchmarks.md, "Figures
+#: behind the constants").
 MEMORY_FACTOR = {"json": 60, "perfetto": 20}
 
 
@@ -76,7 +77,7 @@ class Task:
     @property
     def memory(self) -> int:
         """The bytes this task may take at its peak (an estimate, see MEMORY_FACTOR); a
-        part's, its share of the raw data (the launches of keep256 weigh about the same)."""
+        part's, its share of the raw data (a process's launches weigh about the same)."""
         whole = self.raw_bytes * MEMORY_FACTOR[self.export]
         return whole // (self.part[1] if self.part else 1) // (self.chunk[1] if self.chunk else 1)
 

@@ -4,7 +4,7 @@ Counts are read cheaply: kernels and launches from run-iket's raw capture manife
 (``iket/pid_<hex>/iket.data.json``, a few KB), ranges and markers by counting their keys
 in the compact trace JSON (no parse). What the caller already knows of a JSON trace (its
 decode counted it as it merged the launches, or an earlier scan in the same run counted it) is
-handed in as ``counted`` and not counted again (keep256's 288 MB trace: 0.25 s a count).
+handed in as ``counted`` and not counted again: a count reads the whole trace.
 """
 
 from __future__ import annotations

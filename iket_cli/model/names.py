@@ -6,7 +6,7 @@ Every human surface shows :func:`short` of it instead (``at::native::vectorized_
 ``affine_kernel``), and machine output adds :func:`demangle`'s full name beside the symbol.
 
 C++ symbols are demangled by the system's own demangler (``__cxa_demangle`` of libstdc++ or
-libc++, through the ``cxxfilt`` package: about 7 µs a name, see ``bench/bench_demangle.py``);
+libc++, through the ``cxxfilt`` package; its cost: ``bench/bench_demangle.py``);
 where that is missing, :mod:`iket_cli.model.itanium` reads the symbol's qualified name
 itself. :class:`Namer` tells apart kernels whose short names would coincide (PyTorch's
 elementwise kernels differ only in their functor) by a word of their template arguments.

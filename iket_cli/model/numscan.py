@@ -131,7 +131,7 @@ def _small(data, regions, kinds: tuple[str, ...]) -> dict[str, dict[str, array]]
 def find(data, needle: bytes, start: int, end: int) -> int:
     """``data.find`` in windows of ``CHUNK``, dropping each searched window's pages.
 
-    A plain ``find`` over a 288 MB mapping makes all of it resident at once; this keeps
+    A plain ``find`` over a big trace's mapping makes all of it resident at once; this keeps
     the resident part of the file near one window.
     """
     at = start

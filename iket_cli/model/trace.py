@@ -197,7 +197,7 @@ _JSON_NAMES = {
 
 #: The largest trace read by the general path (any JSON layout): the decoder's own layout,
 #: whatever its size, goes through the scanner; only a trace rewritten by another tool
-#: comes here, and ``json.load`` takes about 12 times the file's size in memory.
+#: comes here, and ``json.load`` takes many times the file's size in memory.
 MAX_GENERAL_BYTES = 256 << 20
 
 
@@ -338,7 +338,7 @@ def _wanted(launch: Launch, wanted_loc) -> set[int]:
 
 def _keep(columns: Columns, locs: set[int] | None, name: int | None = None) -> Columns:
     """The rows located in ``locs`` (None: anywhere) and, if given, of that name index;
-    chosen by numpy (a million-record launch: 0.2 s in a Python loop)."""
+    chosen by numpy, as a Python loop over a million-record launch is felt."""
     if locs is None and name is None:
         return columns
     import numpy as np

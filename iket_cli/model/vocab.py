@@ -160,9 +160,10 @@ def artifacts_for(formats: list[str]) -> list[str]:
 
 
 # -- how big the artifacts are -------------------------------------------------------------
-#: Bytes of JSON trace per byte of raw capture (keep256: 11.8 MB raw, 288 MB JSON).
+#: Bytes of JSON trace per byte of raw capture (measured: docs/benchmarks.md, "Figures behind
+#: the constants").
 JSON_PER_RAW_BYTE = 25
-#: Bytes of Perfetto trace per byte of raw capture (keep256: 11.8 MB raw, 71 MB .pftrace).
+#: Bytes of Perfetto trace per byte of raw capture (measured: the same section).
 PERFETTO_PER_RAW_BYTE = 6
 
 # -- the GPU timer ---------------------------------------------------------------------

@@ -91,7 +91,7 @@ def _decode(
             leftover.unlink(missing_ok=True)
     had_json = frozenset(p.name for p in capture_dir.glob(trace_glob()))
     with pool.start(tasks, jobs=jobs, progress=progress) as decoding:
-        # what only the end needs is imported while the workers decode (about 0.2 s)
+        # what only the end needs is imported while the workers decode, not after them
         from ..model import manifest as manifest_mod
         from ..model import record as record_mod
         from ..system.filesystem import disk_full

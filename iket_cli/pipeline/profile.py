@@ -291,7 +291,7 @@ def _capture(
 
 def _preload() -> None:
     """Import what decoding and the reports need (NVIDIA's decoder; numpy for the trace
-    reader: 0.1 to 0.2 s together) while this process only waits for the passes."""
+    reader) while this process only waits for the passes, so the decode does not wait."""
     export.preload()
     from ..analysis import overhead  # noqa: F401  (each import here is one the CLI need not wait for)
     from ..model import numscan  # noqa: F401  (numpy's import)

@@ -11,11 +11,11 @@ from array import array
 from pathlib import Path
 
 from iket_cli.analysis import flows, lint
-from iket_cli.model.annotations import Dag, Edge
 from iket_cli.model.trace import Columns, Launch, Trace
 
+from conftest import LOAD_MATH
+
 INT32 = 5  # a payload type (vocab.PAYLOAD_TYPES)
-DAG = [Dag("pipe", [Edge("load", "math")])]
 
 
 def build(stages: list[tuple], ctas: int = 1, warps: int = 4) -> Trace:
@@ -49,7 +49,7 @@ def pairs(trace: Trace) -> list[tuple]:
     """Each arrow as ((source warp, source payload or start), (target warp, ...)), sorted."""
     r = trace.launches[0].ranges
     out = []
-    for f in flows.flows(trace, DAG):
+    for f in flows.flows(trace, LOAD_MATH):
         assert trace.name(r.name[f.source]) == "load" and trace.name(r.name[f.target]) == "math"
         ends = []
         for i in (f.source, f.target):
@@ -119,7 +119,7 @@ def test_counts_that_differ_without_a_payload_draw_nothing_and_are_linted():
     stages = [tile(k, k % 2, "load") for k in range(8)]  # round robin: 4 and 4
     stages += [tile(k, 2, "math", lag=400) for k in range(8)]  # one consumer: 8
     trace = build(stages, ctas=2)
-    found = flows.pair(trace, DAG)
+    found = flows.pair(trace, LOAD_MATH)
     assert found.arrows == [], "never a wrong arrow"
     (missed,) = found.undecided
     assert (missed.label, missed.source_counts, missed.target_counts, missed.ctas) == (
@@ -143,8 +143,8 @@ def test_a_payload_on_one_side_only_falls_back_to_the_order():
 def test_the_drawn_arrows_are_capped_per_launch_not_the_pairing():
     stages = [tile(k, 0, "load") for k in range(30)] + [tile(k, 1, "math", lag=5) for k in range(30)]
     trace = build(stages)
-    assert len(flows.pair(trace, DAG).arrows) == 30
-    assert len(flows.flows(trace, DAG, cap=10)) == 10
+    assert len(flows.pair(trace, LOAD_MATH).arrows) == 30
+    assert len(flows.flows(trace, LOAD_MATH, cap=10)) == 10
     assert isinstance(trace.launches[0].ranges.start, array)
 
 

@@ -16,12 +16,9 @@ from pathlib import Path
 import pytest
 
 from iket_cli.analysis import stages
-from iket_cli.model.annotations import Dag, Edge
 from iket_cli.model.trace import Columns, Launch, Trace
 
-from conftest import FIXTURES, run_iket
-
-DAG = [Dag("pipe", [Edge("load", "math")])]
+from conftest import FIXTURES, LOAD_MATH, run_iket
 
 
 def simulate(load_ns: int, math_ns: int, tiles: int = 40, ctas: int = 2) -> Trace:
@@ -71,7 +68,7 @@ def by_name(pipe) -> dict:
 
 
 def test_a_slow_producer_is_named_and_the_bound_follows_a_slower_consumer():
-    (slow_load,) = stages.pipelines(simulate(load_ns=1000, math_ns=300), DAG, None)
+    (slow_load,) = stages.pipelines(simulate(load_ns=1000, math_ns=300), LOAD_MATH, None)
     found = by_name(slow_load)
     assert slow_load.bound == "load" and slow_load.consumer == "math"
     assert found["load"].busy > 0.95 and found["load"].period_ns == 1000
@@ -79,7 +76,7 @@ def test_a_slow_producer_is_named_and_the_bound_follows_a_slower_consumer():
     assert found["math"].period_ns == 1000, "a coupled pipeline: the bound's period everywhere"
     assert "bound by `load`" in slow_load.sentence and "`math` waits a median 680 ns" in slow_load.sentence
     assert "from 1.00 µs to about 300 ns" in slow_load.sentence
-    (slow_math,) = stages.pipelines(simulate(load_ns=1000, math_ns=2000), DAG, None)
+    (slow_math,) = stages.pipelines(simulate(load_ns=1000, math_ns=2000), LOAD_MATH, None)
     found = by_name(slow_math)
     assert slow_math.bound == "math", slow_math.sentence
     assert found["math"].period_ns == 2020 and found["math"].starved_ns == 0
@@ -90,20 +87,20 @@ def test_a_slow_producer_is_named_and_the_bound_follows_a_slower_consumer():
 def test_a_balanced_pipeline_names_its_busiest_stage_as_such():
     """Nothing waits either way (the consumer finishes each tile as the next one lands): no
     stage is waited for, every stage keeps pace, and the sentence says so."""
-    (even,) = stages.pipelines(simulate(load_ns=1000, math_ns=980), DAG, None)
+    (even,) = stages.pipelines(simulate(load_ns=1000, math_ns=980), LOAD_MATH, None)
     found = by_name(even)
     assert found["math"].starved_ns == 0 and found["load"].slack_ns == 0
     assert even.bound == "load" and even.consumer is None, even.sentence
     assert even.sentence.startswith("balanced: no stage waits for another"), even.sentence
     assert f"(`math` {found['math'].busy:.0%})" in even.sentence
     assert "from 1.00 µs to about 980 ns" in even.sentence
-    (nearly,) = stages.pipelines(simulate(load_ns=1000, math_ns=1050), DAG, None)
+    (nearly,) = stages.pipelines(simulate(load_ns=1000, math_ns=1050), LOAD_MATH, None)
     assert nearly.bound == "math" and "from 1.07 µs to about 1.00 µs, only 7% less" in nearly.sentence
     assert nearly.sentence.endswith("the stages are nearly balanced, all must get faster"), nearly.sentence
 
 
 def test_fill_and_drain():
-    (pipe,) = stages.pipelines(simulate(load_ns=1000, math_ns=300, tiles=5, ctas=1), DAG, None)
+    (pipe,) = stages.pipelines(simulate(load_ns=1000, math_ns=300, tiles=5, ctas=1), LOAD_MATH, None)
     assert pipe.fill_ns == 1000 + 20, "the first math starts once the first tile is loaded"
     assert pipe.drain_ns == (5000 + 20 + 300 + 50) - 5000
 

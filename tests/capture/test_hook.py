@@ -12,7 +12,8 @@ from pathlib import Path
 from iket_cli.capture.hook import HOOK_DIR, PROCS_ENV, hook_env
 from iket_cli.model import labels
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+from conftest import SCRIPTS
+
 COMPILE = (
     "import sys\n"
     f"sys.path.insert(0, {str(SCRIPTS)!r})\n"

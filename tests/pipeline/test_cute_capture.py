@@ -13,10 +13,9 @@ import pytest
 from iket_cli.model import manifest
 from iket_cli.render import report
 
-from conftest import FIXTURES, kept, run_iket, snapshot
+from conftest import FIXTURES, SCRIPTS, kept, run_iket, snapshot
 
 PIPELINE = FIXTURES / "cute_pipeline"
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def documented_keys() -> set[str]:

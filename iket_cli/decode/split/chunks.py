@@ -12,12 +12,9 @@ exports back together, byte for byte the decoder's export of the whole launch.
 
 from __future__ import annotations
 
-#: Raw bytes of a launch per chunk: keep256's 5.9 MB launches make 12 chunks of about 12 MB
-#: of JSON each (a worker exporting them one after another peaks at 0.18 GB). Smaller chunks
-#: cost the decoder less per event (keep256 exported chunk after chunk in one process: 6.9 s
-#: in chunks of 1.5 MB, 6.3 s of 0.5 MB, 5.3 to 6.0 s of 0.125 MB) but the stitch more runs;
-#: 0.5 MB measured 0.96x of 1.5 MB end to end (farm-bench, 8 pairs), its largest process
-#: 0.25 GB against 0.45.
+#: Raw bytes of a launch per chunk. Smaller chunks cost the decoder less per event and a
+#: worker less memory, but give the stitch more runs; the measured choice: docs/benchmarks.md,
+#: "The stitch written by the workers, and smaller chunks".
 CHUNK_RAW_BYTES = 1 << 19
 #: Raw bytes a warp must be able to record for its launch to be split (see chunk_count).
 MIN_WARP_BYTES = 128

@@ -110,8 +110,8 @@ def _scalar_keys(data, at):
 
 def _every(data, byte: int):
     """Every position of ``byte`` in ``data``, scanned in slices: a comparison of the whole
-    array at once would take a fresh mask as large as the part, and fresh pages cost (151 MB:
-    0.3 s of page faults on a 2-core VM, against 0.05 s for the scan itself)."""
+    array at once would take a fresh mask as large as the part, and its fresh pages cost
+    more than the scan itself (docs/benchmarks.md, "Figures behind the constants")."""
     import numpy as np
 
     found = [

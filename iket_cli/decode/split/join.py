@@ -35,7 +35,7 @@ from . import chunks as ctasplit
 from . import indices as jsonindex
 from .layout import bounds, file_bounds, mapped, tables_text
 
-#: Huge strings are written in slices, so a 907 MB JSON export is never held twice (and
+#: Huge strings are written in slices, so a JSON export of any size is never held twice (and
 #: each slice's encoded copy reuses the memory of the one before: no fresh pages).
 WRITE_SLICE = 1 << 23
 

@@ -19,7 +19,7 @@ from ..tasks import Outcome, Task
 class Slots:
     """The ``--jobs`` slots. The work that finishes a launch (a stitch, a merge) goes before
     the next chunk: with a plain semaphore the workers, taking chunk after chunk, won it
-    every time and the first launch's stitch waited for the last chunk (keep256: 2 s more)."""
+    every time and the first launch's stitch waited for the last chunk."""
 
     def __init__(self, count: int) -> None:
         self.free = count

@@ -11,10 +11,10 @@ chunk's worker found (:mod:`.indices`); anything that does not fit this layout r
 ``ValueError`` and the launch is decoded whole instead. Its plan places every run of records
 in the output, its length once renumbered known from the digits of each index's new number,
 and :mod:`.stitch_jobs` copies the runs and renumbers only the digits, in several workers side
-by side. Byte for byte the decoder's whole-launch export on keep256, on every H200 capture in
-``tests/fixtures`` (PyTorch's 4096-CTA kernels among them: many CTAs an SM) and on
-``big_kernel.py`` captured on the H200 (``scripts/gpu_check.py``). Its cost: docs/benchmarks.md,
-"The stitch written by the workers, and smaller chunks".
+by side. Byte for byte the decoder's whole-launch export (tested on every capture in
+``tests/fixtures``, PyTorch's many-CTAs-an-SM kernels among them, and on the GPU by
+``scripts/gpu_check.py``). Its cost: docs/benchmarks.md, "The stitch written by the workers,
+and smaller chunks".
 """
 
 from __future__ import annotations
