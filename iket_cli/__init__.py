@@ -10,7 +10,7 @@ The Python API::
     iket_cli.report.write("iket-affine", "report.html")
 
 Attributes are imported on first use, so ``import iket_cli`` stays cheap. The package is
-laid out by stage (see the README, "How the code is laid out"): ``model`` ← ``capture`` ←
+laid out by stage (README.md, "How the code is laid out"): ``model`` ← ``capture`` ←
 ``decode`` ← ``analysis`` ← ``render`` ← ``pipeline`` ← ``cli``.
 """
 

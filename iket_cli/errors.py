@@ -13,7 +13,7 @@ import signal
 
 
 class ExitCode(enum.IntEnum):
-    """Exit codes of the ``iket`` command. Documented in the README; never renumber."""
+    """Exit codes of the ``iket`` command. Documented in docs/faults.md; never renumber."""
 
     OK = 0
     #: The workload or the capture failed (a pass exited non-zero, no instrumented kernel,

@@ -1,6 +1,6 @@
 """Every GPU check of iket, in one file: ``python -m pytest -m gpu scripts/gpu_check.py``.
 
-Run on the GPU machine (see README, "GPU checks"). Skipped where there is no NVIDIA GPU,
+Run on the GPU machine (see docs/development.md). Skipped where there is no NVIDIA GPU,
 no run-iket or no TIRx. Each test captures one of the workloads in ``examples/`` with
 the real ``iket profile`` and checks the result.
 With ``$IKET_GPU_KEEP`` set, the manifests and logs are copied into that folder.

@@ -1,10 +1,10 @@
 """The CuTe DSL checks of iket on the GPU: ``python -m pytest -m gpu scripts/gpu_cute.py``.
 
-Run by ``scripts/gpu_run.sh cute`` after the two-call recipe loaded the CuTe DSL stack (README,
-"CuTe DSL kernels"). Skipped where there is no NVIDIA GPU or no ``cutlass``. Each test captures
+Run by ``scripts/gpu_run.sh cute`` after the two-call recipe loaded the CuTe DSL stack
+(docs/cute.md). Skipped where there is no NVIDIA GPU or no ``cutlass``. Each test captures
 one of ``examples/cute_*.py`` (or the probe ``scripts/cute_unmatched.py``) with the real
-``iket profile`` and checks what iket shows against a recount of run-iket's JSON made here with
-``json`` alone. With ``$IKET_GPU_KEEP`` set, every capture folder is copied into ``cute/`` there.
+``iket profile`` and checks what iket shows against a recount of run-iket's JSON made here
+with ``json`` alone. With ``$IKET_GPU_KEEP`` set, every capture folder is copied into ``cute/`` there.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
 #   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|bench|all|x2]
-#   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, README;
+#   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, docs/cute.md;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
 set -uo pipefail

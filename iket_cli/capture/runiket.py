@@ -199,11 +199,11 @@ def classify(
     )
 
 
-#: What a user can do when run-iket's injection kills the workload (README: "When run-iket
-#: itself fails").
+#: What a user can do when run-iket's injection kills the workload (docs/faults.md: "When
+#: run-iket itself fails").
 INJECTION_HINT = (
     "run-iket 4.8.1 kills processes that run half-precision (bf16 or fp16) cuBLAS GEMMs, among "
-    "others (README: When run-iket itself fails); capture only your kernel's calls: add "
+    "others (docs/faults.md); capture only your kernel's calls: add "
     "--extract MODULE:FUNC (the Python function that launches it), and the model runs once "
     "without run-iket while the passes replay those calls; --log-level info shows the injection's own log"
 )

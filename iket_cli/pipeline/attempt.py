@@ -179,8 +179,8 @@ def _known_cause(error: InjectionCrash, procs_file: Path) -> None:
 #: What to do about :func:`labels.unmatched_payloads` (instead of the GEMM hint).
 UNMATCHED_PAYLOAD_HINT = (
     "give range_end the payload its range_start has (iket.range_end(token, payload), same type): "
-    "CuTe DSL requires it, and run-iket 4.8.1's capture pass dies without it (README: When run-iket "
-    "itself fails)"
+    "CuTe DSL requires it, and run-iket 4.8.1's capture pass dies without it (docs/faults.md: "
+    "When run-iket itself fails)"
 )
 
 

@@ -49,7 +49,7 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     # sbatch options for --executor slurm (SLURM_OPTIONS); a job's table overrides keys of the top one
     "slurm": (dict,),
 }
-#: Keys of a ``[slurm]`` table (top level or per job) and their types (README: iket run on Slurm).
+#: Keys of a ``[slurm]`` table (top level or per job) and their types (docs/ci.md: iket run on Slurm).
 SLURM_OPTIONS: dict[str, tuple[type, ...]] = {
     "partition": (str,),
     "account": (str,),
@@ -129,7 +129,7 @@ def find(explicit: Path | None = None, start: Path | None = None) -> tuple[Path,
             return pyproject, table
     raise ConfigError(
         "no iket configuration here (iket.toml, or [tool.iket] in pyproject.toml)",
-        hint="see the README's `iket run` section for a full example",
+        hint="see docs/ci.md (`iket run`) for a full example",
     )
 
 

@@ -99,7 +99,7 @@ class SlurmJob:
         return None if start is None or end is None else max(0.0, (end - start).total_seconds())
 
     def record(self) -> dict[str, Any]:
-        """What a run manifest keeps of the job (docs: README, ``iket run --executor slurm``)."""
+        """What a run manifest keeps of the job (docs/ci.md, ``iket run --executor slurm``)."""
         return {
             "job_id": self.job_id,
             "state": self.state,
@@ -246,7 +246,7 @@ def cancel(job_ids: Iterable[str]) -> None:
 
 
 def options(table: Mapping[str, Any]) -> list[str]:
-    """sbatch arguments from a ``[slurm]`` table (iket.toml; README's ``iket run`` section)."""
+    """sbatch arguments from a ``[slurm]`` table (iket.toml; docs/ci.md, ``iket run``)."""
     words = []
     for key, flag in (
         ("partition", "--partition"),

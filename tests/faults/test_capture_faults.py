@@ -1,6 +1,6 @@
 """Every refusal and failure of a capture, through the real CLI, with the promise checked.
 
-The README's exit-code table, row by row: usage errors and refused output directories
+The exit-code table (docs/faults.md), row by row: usage errors and refused output directories
 (2), failed workloads and captures (1), and what each leaves behind.
 """
 
