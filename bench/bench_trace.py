@@ -76,14 +76,14 @@ def keep256(cache: Path) -> Path:
     out = cache / "keep256.trace.json"
     if not out.exists():
         sys.path.insert(0, str(ROOT))
-        from iket_cli.decode import decoder as export
+        from iket_cli.decode import decoder
 
         with tarfile.open(ROOT / "tests/fixtures/keep256_raw.tar.xz") as archive:
             archive.extractall(cache, filter="data")
         raw = next(cache.rglob("iket.data.json"))
-        decoder = export.decoder_class()(str(raw))
-        out.write_text(decoder.export_decoded_json())
-        decoder.close()
+        exporter = decoder.decoder_class()(str(raw))
+        out.write_text(exporter.export_decoded_json())
+        exporter.close()
     return out
 
 

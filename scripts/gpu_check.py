@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.decode.split import chunks as ctasplit
-from iket_cli.decode.split import join as splitjson
+from iket_cli.decode.split import chunks, join
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "examples"  # the workloads that made tests/fixtures/{affine,multi,spawn}
@@ -194,7 +193,7 @@ def test_iket_postprocess_of_a_raw_capture_matches_run_iket(work):
 def test_big_launches_decoded_by_ctas_are_run_iket_bytes(work, iters):
     """big_kernel.py (3 launches of 132 CTAs x 12 warps): each launch is decoded in CTA chunks
     by long-lived workers and stitched (ITERS=128: 1.6 MB of raw data a launch, in as many
-    chunks as ``ctasplit`` plans; ITERS=16: whole launches), and the JSON and Perfetto
+    chunks as ``decode.split.chunks`` plans; ITERS=16: whole launches), and the JSON and Perfetto
     exports are run-iket's bytes of the same raw capture."""
     shutil.copy(ROOT / "tests" / "fixtures" / "workloads" / "big_kernel.py", work / "big_kernel.py")
     env = {**os.environ, "ITERS": str(iters), "LAUNCHES": "3"}
@@ -216,7 +215,7 @@ def test_big_launches_decoded_by_ctas_are_run_iket_bytes(work, iters):
     assert proc.returncode == 0
     log = (work / "cap" / "iket.log").read_text()
     (raw,) = (work / "cap" / "iket").glob("pid_*/iket.data.json")
-    planned = splitjson.planned_parts(raw, ctasplit.CHUNK_RAW_BYTES)
+    planned = join.planned_parts(raw, chunks.CHUNK_RAW_BYTES)
     chunked = re.findall(r"launch 1 of 3, CTAs \d+/(\d+)", log)
     assert bool(chunked) == (iters == 128), "chunked exactly when the launch is big"
     assert not chunked or int(chunked[0]) == planned[0] > 1, (chunked, planned)

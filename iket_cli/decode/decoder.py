@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 from ..model.vocab import JSON_EXPORT
-from .split import columns as partcols
-from .split import join
+from .split import columns, join
 from .tasks import Outcome, Task, columns_name
 
 GZIP_LEVEL = 6
@@ -103,8 +102,8 @@ def _export_part(task: Task, decoder) -> list[str]:
     launch; its columns, when the report reads the trace back)."""
     spooled = task.out_dir / task.outputs()[0]
     join.spool(decoder, spooled, find_indices=task.part[0] > 0 or task.chunk is not None)
-    if partcols.wanted(task.formats):
-        partcols.keep(spooled, spooled.with_name(columns_name(spooled.name)))
+    if columns.wanted(task.formats):
+        columns.keep(spooled, spooled.with_name(columns_name(spooled.name)))
     return task.outputs()
 
 

@@ -28,11 +28,8 @@ from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model.vocab import JSON_EXPORT
 from ..system import signals
 from ..system.runner import Cancelled, wait_all
-from . import decoder as export
-from .split import chunks as ctasplit
-from .split import columns as partcols
-from .split import join as splitjson
-from .split import stitch as ctastitch
+from . import decoder
+from .split import chunks, columns, join, stitch
 from .split.plan import Batch, Pieces, Slots, Writers
 from .tasks import Outcome, Task, columns_name, indices_name, missing_input, part_leftovers
 from .workers import Workers
@@ -139,10 +136,10 @@ class Decoding:
         missing = missing_input(task)  # the decoder aborts its process on a truncated file
         if missing:
             outcome = Outcome(task, 0.0, error=missing)
-        elif task.raw_bytes <= INLINE_BYTES and export.available():
+        elif task.raw_bytes <= INLINE_BYTES and decoder.available():
             with self.slots():
                 outcome = self.workers.forked(task)
-        elif _split(task) and (launches := splitjson.part_manifests(task.raw, ctasplit.CHUNK_RAW_BYTES)):
+        elif _split(task) and (launches := join.part_manifests(task.raw, chunks.CHUNK_RAW_BYTES)):
             outcome = self._by_launches(task, launches)
         else:
             with self.slots():
@@ -191,22 +188,22 @@ class Decoding:
         finally:
             server.close()
 
-    def _by_launches(self, task: Task, launches: list[splitjson.LaunchPart]) -> Outcome:
+    def _by_launches(self, task: Task, launches: list[join.LaunchPart]) -> Outcome:
         """Each launch (or each chunk of its CTAs) in a long-lived worker, within the slots;
         each launch merged in order as soon as it and the ones before it are done (the last
         merge ends the task)."""
         start = time.monotonic()
         out = task.out_dir / task.outputs()[0]
-        tmp = export.temporary(out)
+        tmp = decoder.temporary(out)
         parts = task.parts(len(launches))
         units = task.units([len(launch.chunks) or 1 for launch in launches])
         batch = Batch([unit for group in units for unit in group])
         servers = [
             self.part_pool.submit(self._serve, batch) for _ in range(min(self.jobs, len(batch.futures)))
         ]
-        columns: list = []  # each launch, as its workers scanned it (html only)
+        scanned: list = []  # each launch, as its workers scanned it (html only)
         try:
-            with splitjson.Merger(tmp) as merger:
+            with join.Merger(tmp) as merger:
                 for part, launch, group in zip(parts, launches, units, strict=True):
                     outcomes = [batch.futures[unit].result() for unit in group]
                     failed = next((done for done in outcomes if done.cancelled or done.error), None)
@@ -216,14 +213,14 @@ class Decoding:
                     if failed is not None:
                         batch.abandon()
                         return self._part_failed(task, failed, start, servers)
-                    columns.append(_columns(spooled))
+                    scanned.append(_columns(spooled))
                     _remove_spool(part)
                 with self.slots(urgent=True):
                     merger.finish()
             os.replace(tmp, out)
             assembled = None
-            if columns and None not in columns:  # the report's trace, not a read of the file
-                assembled = partcols.assemble(out, columns, merger.maps, merger.strings, merger.locations)
+            if scanned and None not in scanned:  # the report's trace, not a read of the file
+                assembled = columns.assemble(out, scanned, merger.maps, merger.strings, merger.locations)
         except OSError as error:
             message = f"{error.strerror or error} writing {error.filename or out}"
             return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
@@ -242,9 +239,9 @@ class Decoding:
 
     def _merge(
         self,
-        merger: splitjson.Merger,
+        merger: join.Merger,
         part: Task,
-        launch: splitjson.LaunchPart,
+        launch: join.LaunchPart,
         outcomes: list,
         run: Writers,
     ):
@@ -263,7 +260,7 @@ class Decoding:
         try:
             try:
                 with self.slots(urgent=True):
-                    stitch = ctastitch.Stitch(spools, launch.firsts, launch.ctas)
+                    stitched = stitch.Stitch(spools, launch.firsts, launch.ctas)
             except ValueError:  # not the layout the stitch relies on: the launch decoded whole
                 with self.slots(urgent=True):
                     done = self.workers.decode(part)
@@ -272,16 +269,16 @@ class Decoding:
                 with self.slots(urgent=True):
                     merger.add(spooled)
                 return spooled
-            with stitch:  # from here on only a write can fail (OSError)
+            with stitched:  # from here on only a write can fail (OSError)
                 if merger.handle is None:
-                    merger.add(spooled, stitch.write_file(spooled, run, run.parts))
+                    merger.add(spooled, stitched.write_file(spooled, run, run.parts))
                 else:
                     merger.write_launch(
-                        stitch.tables,
-                        lambda handle, names, locs: stitch.write_into(handle, names, locs, run, run.parts),
+                        stitched.tables,
+                        lambda handle, names, locs: stitched.write_into(handle, names, locs, run, run.parts),
                     )
                 with self.slots(urgent=True):
-                    _join_columns(spools, stitch.maps, launch.ctas, spooled)
+                    _join_columns(spools, stitched.maps, launch.ctas, spooled)
         finally:
             for done in outcomes:
                 _remove_spool(done.task)
@@ -335,14 +332,14 @@ def _units(task: Task) -> list[Task]:
     """What ``task`` runs as: its launches, for a JSON export split by them; else itself."""
     if task.raw_bytes <= INLINE_BYTES or not _split(task):
         return [task]
-    counts = splitjson.planned_parts(task.raw, ctasplit.CHUNK_RAW_BYTES)
+    counts = join.planned_parts(task.raw, chunks.CHUNK_RAW_BYTES)
     return [unit for group in task.units(counts) for unit in group] or [task]
 
 
 def _columns(spooled):
     """The launch a part's worker scanned and kept beside its spool, or None."""
     kept = spooled.with_name(columns_name(spooled.name))
-    return partcols.read(kept) if kept.is_file() else None
+    return columns.read(kept) if kept.is_file() else None
 
 
 def _join_columns(spools: list, maps: list, ctas: int, spooled) -> None:
@@ -352,7 +349,7 @@ def _join_columns(spools: list, maps: list, ctas: int, spooled) -> None:
     joined = spooled.with_name(columns_name(spooled.name))
     if all(path.is_file() for path in kept):
         try:
-            partcols.join(kept, maps, ctas, joined)
+            columns.join(kept, maps, ctas, joined)
         except ValueError:
             joined.unlink(missing_ok=True)
 
@@ -373,5 +370,5 @@ def _remove_partials(tasks: list[Task]) -> None:
 
 def partials(task: Task) -> list:
     """The temporary files a task writes before it renames its artifacts into place."""
-    leftovers = [export.temporary(task.out_dir / name) for name in task.outputs()]
+    leftovers = [decoder.temporary(task.out_dir / name) for name in task.outputs()]
     return leftovers + part_leftovers(task.raw)

@@ -29,7 +29,7 @@ from ..capture.plan import Options, Plan, coerce_target, resolve
 from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
 from ..capture.watchdog import Watchdog
-from ..decode import decoder as export
+from ..decode import decoder
 from ..errors import (
     CaptureError,
     CaptureInterrupted,
@@ -292,7 +292,7 @@ def _capture(
 def _preload() -> None:
     """Import what decoding and the reports need (NVIDIA's decoder; numpy for the trace
     reader) while this process only waits for the passes, so the decode does not wait."""
-    export.preload()
+    decoder.preload()
     from ..analysis import overhead  # noqa: F401  (each import here is one the CLI need not wait for)
     from ..model import numscan  # noqa: F401  (numpy's import)
     from . import finish  # noqa: F401  (the lint, the report and their readers)

@@ -235,11 +235,11 @@ def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothin
 def _by_ctas(monkeypatch) -> list:
     """Every launch of more than one CTA decoded a CTA a chunk; the worker processes started."""
     from iket_cli.decode import workers
-    from iket_cli.decode.split import chunks as ctasplit
+    from iket_cli.decode.split import chunks
 
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
-    monkeypatch.setattr(ctasplit, "CHUNK_RAW_BYTES", 1)
-    monkeypatch.setattr(ctasplit, "MIN_WARP_BYTES", 0)  # the fixtures' small warps split too
+    monkeypatch.setattr(chunks, "CHUNK_RAW_BYTES", 1)
+    monkeypatch.setattr(chunks, "MIN_WARP_BYTES", 0)  # the fixtures' small warps split too
     started, start = [], workers.spawn.start
 
     def counted(argv, **options):
@@ -279,14 +279,14 @@ def test_launches_decoded_by_ctas_in_workers_that_stay(tmp_path, monkeypatch, na
 def test_a_launch_that_does_not_stitch_is_decoded_whole(tmp_path, monkeypatch):
     """Chunks the stitch refuses (ValueError: not the layout it relies on) cost time, not the
     export: the launch is decoded whole, the bytes are run-iket's."""
-    from iket_cli.decode.split import stitch as ctastitch
+    from iket_cli.decode.split import stitch
 
     _by_ctas(monkeypatch)
 
     def refuse(*args, **kwargs):
         raise ValueError("not this layout")
 
-    monkeypatch.setattr(ctastitch, "Stitch", refuse)
+    monkeypatch.setattr(stitch, "Stitch", refuse)
     folder = kept(tmp_path, "cute_pipeline")
     (outcome,) = pool.run(tasks.plan(folder, ["json"]), jobs=2)
     assert outcome.error is None
@@ -328,11 +328,11 @@ def test_a_stitch_job_a_worker_refuses_fails_the_json_alone_and_leaves_nothing(t
     """The workers write a stitched launch's runs where the plan puts them; a run whose bytes
     are not the length planned (here: a plan made one byte too long a run) is refused in
     the worker before it is written, and the JSON export fails, named; nothing is left."""
-    from iket_cli.decode.split import stitch as ctastitch
+    from iket_cli.decode.split import stitch
 
     started = _by_ctas(monkeypatch)
-    lengths = ctastitch.Stitch._lengths
-    monkeypatch.setattr(ctastitch.Stitch, "_lengths", lambda *args: lengths(*args) + 1)
+    lengths = stitch.Stitch._lengths
+    monkeypatch.setattr(stitch.Stitch, "_lengths", lambda *args: lengths(*args) + 1)
     folder = kept(tmp_path, "cute_pipeline")
     outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=2)}
     failed = outcomes["json"]

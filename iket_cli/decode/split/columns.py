@@ -20,7 +20,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ...model import trace as trace_mod
-from . import indices as jsonindex
+from . import indices
 
 _KINDS = ("ranges", "markers", "warps")
 
@@ -136,6 +136,6 @@ def assemble(path: Path, launches: list[trace_mod.Launch], maps: list, strings: 
             columns = getattr(launch, kind)
             for column, lookup in (("name", names), ("loc", locs)):
                 values = getattr(columns, column)
-                if len(values) and not jsonindex.unchanged(lookup):
+                if len(values) and not indices.unchanged(lookup):
                     setattr(columns, column, array("i", _mapped(values, lookup).tobytes()))
     return trace_mod.Trace(Path(path), launches, strings, locations)

@@ -31,8 +31,7 @@ from pathlib import Path
 
 from ...model import jsonio
 from ..tasks import indices_name, part_name, spool_name
-from . import chunks as ctasplit
-from . import indices as jsonindex
+from . import chunks, indices
 from .layout import bounds, file_bounds, mapped, tables_text
 
 #: Huge strings are written in slices, so a JSON export of any size is never held twice (and
@@ -52,7 +51,7 @@ class LaunchPart:
     @property
     def firsts(self) -> list[int]:
         """Each chunk's first CTA."""
-        return ctasplit.firsts(self.ctas, len(self.chunks))
+        return chunks.firsts(self.ctas, len(self.chunks))
 
 
 def planned_parts(raw: Path, chunk_bytes: int | None = None) -> list[int]:
@@ -73,7 +72,7 @@ def _decodable(data: dict) -> list[dict]:
 def _chunk_counts(data: dict, chunk_bytes: int | None) -> list[int]:
     if data.get("graphLaunches"):
         return []
-    counts = [ctasplit.chunk_count(launch, chunk_bytes) if chunk_bytes else 1 for launch in _decodable(data)]
+    counts = [chunks.chunk_count(launch, chunk_bytes) if chunk_bytes else 1 for launch in _decodable(data)]
     return counts if len(counts) > 1 or sum(counts) > 1 else []
 
 
@@ -95,12 +94,12 @@ def part_manifests(raw: Path, chunk_bytes: int | None = None) -> list[LaunchPart
         if count < 2:
             parts.append(LaunchPart(path))
             continue
-        ctas = ctasplit.ctas(launch)
-        chunks = []
-        for chunk_no, (first, last) in enumerate(ctasplit.spans(ctas, count)):
-            chunks.append(raw.with_name(part_name(raw.name, number, chunk_no)))
-            chunks[-1].write_text(json.dumps({**data, "launches": [ctasplit.chunk(launch, first, last)]}))
-        parts.append(LaunchPart(path, tuple(chunks), ctas))
+        ctas = chunks.ctas(launch)
+        pieces = []
+        for chunk_no, (first, last) in enumerate(chunks.spans(ctas, count)):
+            pieces.append(raw.with_name(part_name(raw.name, number, chunk_no)))
+            pieces[-1].write_text(json.dumps({**data, "launches": [chunks.chunk(launch, first, last)]}))
+        parts.append(LaunchPart(path, tuple(pieces), ctas))
     return parts
 
 
@@ -121,8 +120,8 @@ def spool(decoder, path: Path, *, find_indices: bool) -> None:
     if find_indices:
         with open(path, "rb") as handle, mapped(handle, write=False) as data:
             start, end, _ = bounds(data)
-            found = jsonindex.find(memoryview(data)[start:end])
-        jsonindex.save(found, path.with_name(indices_name(path.name)))
+            found = indices.find(memoryview(data)[start:end])
+        indices.save(found, path.with_name(indices_name(path.name)))
 
 
 def export_json(raw: Path, out: Path, decoder_class) -> bool:
@@ -199,7 +198,7 @@ class Merger:
             self.counts = _added(self.counts, self._adopt(path, counts))
             return
         kept = path.with_name(indices_name(path.name))
-        found = self._append(path, jsonindex.load(kept) if kept.is_file() else None)
+        found = self._append(path, indices.load(kept) if kept.is_file() else None)
         self.counts = _added(self.counts, found.counts() if found is not None else None)
 
     def write_launch(self, tables: dict, write) -> None:
@@ -211,7 +210,7 @@ class Merger:
         self.handle.write(b",")
         self.counts = _added(self.counts, write(self.handle, names, locs))
 
-    def _append(self, path: Path, found: jsonindex.Indices | None) -> jsonindex.Indices | None:
+    def _append(self, path: Path, found: indices.Indices | None) -> indices.Indices | None:
         """A later part: its launches after a comma, their indices rewritten (by ``found``,
         returned; None when they do not fit the part and were found again)."""
         with open(path, "r+b") as source:
@@ -220,14 +219,14 @@ class Merger:
                 found = None  # not this part's: find them again
             names, locs = self._maps()
             self.handle.write(b",")
-            if jsonindex.unchanged(names) and jsonindex.unchanged(locs):
+            if indices.unchanged(names) and indices.unchanged(locs):
                 _copy(source, self.handle, start, end - start)  # the same tables: as it is
                 return found
             with mapped(source, write=True) as data:
                 if _rewritten(data, start, end, names, locs, found):
                     _copy(source, self.handle, start, end - start)
                 else:  # a number changed its length: the rewritten bytes pass through here
-                    self.handle.write(jsonindex.remapped(memoryview(data)[start:end], names, locs, found))
+                    self.handle.write(indices.remapped(memoryview(data)[start:end], names, locs, found))
         return found
 
     def _adopt(self, path: Path, counts: tuple[int, int] | None) -> tuple[int, int]:
@@ -238,10 +237,10 @@ class Merger:
         with open(path, "rb") as source:
             start, tables_at, self.tail = file_bounds(source)
             if counts is None and kept.is_file():
-                counts = jsonindex.load(kept).counts()
+                counts = indices.load(kept).counts()
             elif counts is None:
                 with mapped(source, write=False) as data:
-                    counts = jsonindex.count(memoryview(data)[start:tables_at])
+                    counts = indices.count(memoryview(data)[start:tables_at])
         self._maps()  # the whole export's tables start with the first part's, in order
         try:
             os.replace(path, self.path)
@@ -275,7 +274,7 @@ def _rewritten(data, start: int, end: int, names: list[int], locs: list[int], fo
 
     body = np.frombuffer(data, np.uint8, count=end - start, offset=start)
     try:
-        return jsonindex.rewrite(body, names, locs, found)
+        return indices.rewrite(body, names, locs, found)
     finally:
         del body  # the mapping closes only once no array points into it
 

@@ -24,8 +24,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from . import indices as jsonindex
-from . import stitch_jobs as ctapieces
+from . import indices, stitch_jobs
 from .layout import bounds, mapped, tables_text
 from .stitch_jobs import ARRAYS, Array
 
@@ -70,7 +69,7 @@ class _Chunk:
         keys = [_order(loc) for loc in self.locations]
         if keys != sorted(keys) or len(set(keys)) != len(keys):
             raise ValueError(f"{path.name}: its warps are not in (SM, CTA, warp) order")
-        self.found = ctapieces.indices(path, self.body())
+        self.found = stitch_jobs.chunk_indices(path, self.body())
 
     def body(self) -> memoryview:
         return memoryview(self.data)[self.start : self.end]
@@ -175,8 +174,8 @@ class Stitch:
 
         found, ranks = self.chunks[number].found, np.asarray(self.loc_maps[number] + [1 << 40], np.int64)
         key = found.key
-        names = np.flatnonzero((key == jsonindex.RANGE_NAME) | (key == jsonindex.MARKER_NAME))
-        warp_at = np.where(key[names] == jsonindex.RANGE_NAME, names + 1, names - 1)  # see ARRAYS
+        names = np.flatnonzero((key == indices.RANGE_NAME) | (key == indices.MARKER_NAME))
+        warp_at = np.where(key[names] == indices.RANGE_NAME, names + 1, names - 1)  # see ARRAYS
         warp_at = np.clip(warp_at, 0, max(len(key) - 1, 0))
         rank = (
             ranks[np.clip(found.value[warp_at], 0, len(ranks) - 1)] if len(names) else np.zeros(0, np.int64)
@@ -207,7 +206,7 @@ class Stitch:
         plan = self.plan(Path(handle.name), handle.tell(), names, locs, parts)
         for offset, fixed in plan.fixed:
             os.pwrite(handle.fileno(), fixed, offset)
-        (run or ctapieces.here)(plan.jobs)
+        (run or stitch_jobs.here)(plan.jobs)
         handle.seek(plan.end)
         return self.counts
 
@@ -256,7 +255,7 @@ class Stitch:
             }
             for n, one in enumerate(self.chunks)
         ]
-        return Plan(fixed, ctapieces.jobs(str(out), sources, groups, parts), at + len(tail))
+        return Plan(fixed, stitch_jobs.jobs(str(out), sources, groups, parts), at + len(tail))
 
     def _growth(self, number: int, names: list[int], locs: list[int]):
         """The bytes chunk ``number``'s indices gain (or lose) when renumbered by ``names``
@@ -264,7 +263,7 @@ class Stitch:
         import numpy as np
 
         found = self.chunks[number].found
-        delta = jsonindex.digit_counts(jsonindex.looked_up(found, names, locs)) - (found.end - found.start)
+        delta = indices.digit_counts(indices.looked_up(found, names, locs)) - (found.end - found.start)
         return np.concatenate([[0], np.cumsum(delta)])
 
     def _lengths(self, number: int, growth, warps: list):
@@ -302,9 +301,9 @@ class Stitch:
         found = one.found
         lo, hi = np.searchsorted(found.start, [low, high])
         key = found.key[lo:hi]
-        if array.warp == jsonindex.WARP_LOC:  # a range's warp: the entry after its name
-            names = np.flatnonzero(key == jsonindex.RANGE_NAME)
-            if len(names) and (names[-1] + 1 >= len(key) or (key[names + 1] != jsonindex.WARP_LOC).any()):
+        if array.warp == indices.WARP_LOC:  # a range's warp: the entry after its name
+            names = np.flatnonzero(key == indices.RANGE_NAME)
+            if len(names) and (names[-1] + 1 >= len(key) or (key[names + 1] != indices.WARP_LOC).any()):
                 raise ValueError("a range without its warp")
             at = names + 1
         else:

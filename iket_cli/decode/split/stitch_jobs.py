@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..tasks import indices_name
-from . import indices as jsonindex
+from . import indices
 from .layout import mapped
 
 
@@ -33,11 +33,9 @@ class Array(NamedTuple):
 
 
 ARRAYS = (
-    Array(b'"markers":[', b'{"color":', jsonindex.LOC, jsonindex.LOC, b'"locIdx":%(w)d,'),
-    Array(
-        b'"ranges":[', b'{"endTs":', jsonindex.WARP_LOC, jsonindex.RANGE_NAME, b'"warpLocIdxs":[%(w)d,%(w)d]'
-    ),
-    Array(b'"warpLifetimes":[', b'{"endTs":', jsonindex.LOC, jsonindex.LOC, b'"locIdx":%(w)d,'),
+    Array(b'"markers":[', b'{"color":', indices.LOC, indices.LOC, b'"locIdx":%(w)d,'),
+    Array(b'"ranges":[', b'{"endTs":', indices.WARP_LOC, indices.RANGE_NAME, b'"warpLocIdxs":[%(w)d,%(w)d]'),
+    Array(b'"warpLifetimes":[', b'{"endTs":', indices.LOC, indices.LOC, b'"locIdx":%(w)d,'),
 )
 
 
@@ -102,11 +100,11 @@ def write(job: dict) -> None:
             source.close()
 
 
-def indices(spool: Path, body) -> jsonindex.Indices:
+def chunk_indices(spool: Path, body) -> indices.Indices:
     """A chunk's indices, in byte order: those its worker kept beside its spool, or found in
     ``body`` (its launch's bytes)."""
     kept = spool.with_name(indices_name(spool.name))
-    return jsonindex.load(kept) if kept.is_file() else jsonindex.find(body)
+    return indices.load(kept) if kept.is_file() else indices.find(body)
 
 
 def _pwrite_all(fd: int, buffers: list, offset: int) -> None:
@@ -135,7 +133,7 @@ class Source:
         self.start, self.names, self.locs = start, names, locs
         with open(self.path, "rb") as handle:
             self.data = mapped(handle)
-        self.found = indices(self.path, memoryview(self.data)[start:end])
+        self.found = chunk_indices(self.path, memoryview(self.data)[start:end])
 
     def close(self) -> None:
         self.data.close()
@@ -153,7 +151,7 @@ class Source:
         import numpy as np
 
         source, base = self.data, self.start
-        if not jsonindex.unchanged(self.names):
+        if not indices.unchanged(self.names):
             low, high = warps[0][0], warps[-1][1]
             source, base = self._names_renumbered(low, high), -low
             if source is None:  # a name's number grows a digit
@@ -179,14 +177,14 @@ class Source:
         import numpy as np
 
         found = self._within(low, high)
-        found = found.taken(found.key <= jsonindex.MARKER_NAME)
+        found = found.taken(found.key <= indices.MARKER_NAME)
         new = np.asarray(self.names, np.int64)[found.value]
         moved = new != found.value
         start, length, new = found.start[moved], (found.end - found.start)[moved], new[moved]
-        if (jsonindex.digit_counts(new) != length).any():
+        if (indices.digit_counts(new) != length).any():
             return None
         out = bytearray(self.data[self.start + low : self.start + high])
-        jsonindex.overwrite(np.frombuffer(out, np.uint8), start, length, new)
+        indices.overwrite(np.frombuffer(out, np.uint8), start, length, new)
         return out
 
     def _spliced(self, low: int, high: int) -> bytes:
@@ -195,13 +193,13 @@ class Source:
         import numpy as np
 
         found = self._within(low, high)
-        new = jsonindex.looked_up(found, self.names, self.locs)
+        new = indices.looked_up(found, self.names, self.locs)
         body = np.frombuffer(self.data, np.uint8, count=high - low, offset=self.start + low)
-        out, _ = jsonindex.spliced(body, found, new)
+        out, _ = indices.spliced(body, found, new)
         del body
         return out.tobytes()
 
-    def _within(self, low: int, high: int) -> jsonindex.Indices:
+    def _within(self, low: int, high: int) -> indices.Indices:
         """The indices in bytes ``low``..``high``, their positions counted from ``low``."""
         import numpy as np
 

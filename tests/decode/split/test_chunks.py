@@ -8,11 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.decode import decoder as export
-from iket_cli.decode.split import chunks as ctasplit
-from iket_cli.decode.split import indices as jsonindex
-from iket_cli.decode.split import join
-from iket_cli.decode.split import stitch as ctastitch
+from iket_cli.decode import decoder
+from iket_cli.decode.split import chunks, indices, join, stitch
 from iket_cli.decode.split.layout import bounds
 
 from conftest import kept
@@ -33,7 +30,7 @@ def _export(raw: Path, data: dict, launch: dict, name: str, *, find_indices: boo
     manifest = raw.with_name(f".{name}.json")
     manifest.write_text(json.dumps({**data, "launches": [launch]}))
     spooled = raw.with_name(f".{name}.out")
-    join.spool(export.decoder_class()(str(manifest)), spooled, find_indices=find_indices)
+    join.spool(decoder.decoder_class()(str(manifest)), spooled, find_indices=find_indices)
     return spooled
 
 
@@ -58,23 +55,23 @@ def test_stitched_chunks_are_the_decoders_whole_launch(tmp_path, name, pid):
     data = json.loads(raw.read_text())
     split, seen = 0, set()
     for number, launch in enumerate(x for x in data["launches"] if x["canDecode"]):
-        blocks = ctasplit.ctas(launch)
+        blocks = chunks.ctas(launch)
         if not blocks or (name == "torch_warp" and launch["kernelName"] in seen):
             continue  # torch_warp: each of its 5 kernels once (27 launches take 45 s)
         seen.add(launch["kernelName"])
         whole = _export(raw, data, launch, f"whole{number}", find_indices=False).read_bytes()
         for count in sorted({2, 3, min(blocks, 7)} & set(range(2, blocks + 1))):
-            firsts = ctasplit.firsts(blocks, count)
+            firsts = chunks.firsts(blocks, count)
             spools = [
-                _export(raw, data, ctasplit.chunk(launch, first, last), f"c{number}.{c}", find_indices=True)
-                for c, (first, last) in enumerate(ctasplit.spans(blocks, len(firsts)))
+                _export(raw, data, chunks.chunk(launch, first, last), f"c{number}.{c}", find_indices=True)
+                for c, (first, last) in enumerate(chunks.spans(blocks, len(firsts)))
             ]
             out = raw.with_name(f".stitched{number}.out")
-            with ctastitch.Stitch(spools, firsts, blocks) as stitched:
+            with stitch.Stitch(spools, firsts, blocks) as stitched:
                 stitched.write_file(out, parts=count)  # in as many jobs as chunks
             assert out.read_bytes() == whole, (number, count)
             start, end, _ = bounds(whole)
-            assert stitched.counts == jsonindex.count(memoryview(whole)[start:end])
+            assert stitched.counts == indices.count(memoryview(whole)[start:end])
             assert len(stitched.maps) == count
             split += 1
     assert split, "some launch was split"
@@ -87,15 +84,15 @@ def test_which_launches_split_and_how():
         "warpBufferSize": 976, "bufferSize": 8 * 5 * 976, "bufferOffset": 4096,
         "dataRef": {"filename": "iket.data.bin", "offset": 4096, "size": 8 * 5 * 976},
     }  # fmt: skip
-    assert ctasplit.ctas(launch) == 8
-    assert ctasplit.chunk_count(launch, 976 * 5 * 3) == 3
-    assert ctasplit.chunk_count(launch, 1 << 30) == 1, "small: whole"
-    assert ctasplit.chunk_count(launch, 1) == 8, "at most a CTA a chunk"
+    assert chunks.ctas(launch) == 8
+    assert chunks.chunk_count(launch, 976 * 5 * 3) == 3
+    assert chunks.chunk_count(launch, 1 << 30) == 1, "small: whole"
+    assert chunks.chunk_count(launch, 1) == 8, "at most a CTA a chunk"
     small = {**launch, "warpBufferSize": 24, "bufferSize": 8 * 5 * 24, "dataRef": {"size": 8 * 5 * 24}}
-    assert ctasplit.ctas(small) == 8 and ctasplit.chunk_count(small, 1) == 1, "a warp trace: whole"
-    assert ctasplit.firsts(8, 3) == [0, 2, 5]
-    assert ctasplit.spans(8, 3) == [(0, 2), (2, 5), (5, 8)]
-    part = ctasplit.chunk(launch, 2, 5)
+    assert chunks.ctas(small) == 8 and chunks.chunk_count(small, 1) == 1, "a warp trace: whole"
+    assert chunks.firsts(8, 3) == [0, 2, 5]
+    assert chunks.spans(8, 3) == [(0, 2), (2, 5), (5, 8)]
+    part = chunks.chunk(launch, 2, 5)
     assert (part["gridDimX"], part["bufferOffset"], part["bufferSize"]) == (3, 4096 + 2 * 4880, 3 * 4880)
     assert part["dataRef"] == {"filename": "iket.data.bin", "offset": 4096 + 2 * 4880, "size": 3 * 4880}
     for change in (
@@ -106,8 +103,8 @@ def test_which_launches_split_and_how():
         {"gridDimX": 1, "bufferSize": 4880, "dataRef": {"offset": 0, "size": 4880}},  # one CTA
         {"warpBufferSize": None},
     ):
-        assert ctasplit.ctas({**launch, **change}) == 0, change
-        assert ctasplit.chunk_count({**launch, **change}, 1) == 1
+        assert chunks.ctas({**launch, **change}) == 0, change
+        assert chunks.chunk_count({**launch, **change}, 1) == 1
 
 
 def test_chunks_that_do_not_fit_the_layout_are_refused(tmp_path):
@@ -116,41 +113,41 @@ def test_chunks_that_do_not_fit_the_layout_are_refused(tmp_path):
     raw = kept(tmp_path, "multi") / "iket" / "pid_0x23f" / "iket.data.json"
     data = json.loads(raw.read_text())
     launch = next(x for x in data["launches"] if x["canDecode"])
-    one = _export(raw, data, ctasplit.chunk(launch, 0, 2), "c0", find_indices=True)
+    one = _export(raw, data, chunks.chunk(launch, 0, 2), "c0", find_indices=True)
     with pytest.raises(ValueError, match="same warp"):
-        ctastitch.Stitch([one, one], [0, 0], 4)
+        stitch.Stitch([one, one], [0, 0], 4)
     other = raw.with_name(".bad.out")
     other.write_bytes(b'{"launches":[{"gridDimX":2}]}')
     with pytest.raises(ValueError):
-        ctastitch.Stitch([one, other], [0, 2], 4)
+        stitch.Stitch([one, other], [0, 2], 4)
 
 
 @pytest.mark.parametrize("names_gain", [0, 10], ids=["names-keep-digits", "names-gain-digits"])
 def test_a_launch_stitched_into_a_whole_export_takes_its_tables(tmp_path, names_gain):
     """A later launch is stitched straight into the merge's output, its indices through the
     whole export's tables: the bytes are the launch's own export rewritten by those maps
-    (the regular rewrite, :func:`jsonindex.remapped`), names moved (over their own digits,
+    (the regular rewrite, :func:`indices.remapped`), names moved (over their own digits,
     or spliced where they gain one) and locations that gain digits alike; CuTe DSL token
     ranges that end in another warp among them."""
     raw = kept(tmp_path, "cute_pipeline") / "iket" / "pid_0xfc5" / "iket.data.json"
     data = json.loads(raw.read_text())
     launch = next(x for x in data["launches"] if x["canDecode"])
-    blocks = ctasplit.ctas(launch)
+    blocks = chunks.ctas(launch)
     whole = _export(raw, data, launch, "whole", find_indices=False).read_bytes()
-    firsts = ctasplit.firsts(blocks, 3)
+    firsts = chunks.firsts(blocks, 3)
     spools = [
-        _export(raw, data, ctasplit.chunk(launch, first, last), f"c{c}", find_indices=True)
-        for c, (first, last) in enumerate(ctasplit.spans(blocks, len(firsts)))
+        _export(raw, data, chunks.chunk(launch, first, last), f"c{c}", find_indices=True)
+        for c, (first, last) in enumerate(chunks.spans(blocks, len(firsts)))
     ]
-    with ctastitch.Stitch(spools, firsts, blocks) as stitch:
-        names = [index + names_gain for index in range(len(stitch.strings))][::-1]  # every name moves
+    with stitch.Stitch(spools, firsts, blocks) as stitched:
+        names = [index + names_gain for index in range(len(stitched.strings))][::-1]  # every name moves
         assert len(names) < 10, "names_gain=0 keeps one digit"
-        locs = [index * 37 + 5 for index in range(len(stitch.locations))]  # most gain digits
+        locs = [index * 37 + 5 for index in range(len(stitched.locations))]  # most gain digits
         with open(tmp_path / "written", "wb") as written:
             written.write(b"[earlier launches],")  # buffered: the launch goes after it
-            counts = stitch.write_into(written, names, locs, parts=2)
+            counts = stitched.write_into(written, names, locs, parts=2)
             written.write(b"]")
     start, end, _ = bounds(whole)
-    expected = b"[earlier launches]," + bytes(jsonindex.remapped(whole[start:end], names, locs)) + b"]"
+    expected = b"[earlier launches]," + bytes(indices.remapped(whole[start:end], names, locs)) + b"]"
     assert (tmp_path / "written").read_bytes() == expected
-    assert counts == jsonindex.count(memoryview(whole)[start:end])
+    assert counts == indices.count(memoryview(whole)[start:end])

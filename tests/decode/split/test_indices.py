@@ -3,7 +3,7 @@
 import random
 import re
 
-from iket_cli.decode.split import indices as jsonindex
+from iket_cli.decode.split import indices
 
 
 def random_body(rng: random.Random, names: list[int], locs: list[int]) -> bytes:
@@ -29,7 +29,7 @@ def test_the_vectorised_remap_equals_the_one_match_at_a_time_rewrite():
     """Random bodies, random table maps (numbers that keep, gain or lose digits): the numpy
     rewrite gives the regular expression's bytes exactly."""
     for body, names, locs in random_cases(22):
-        assert jsonindex.remapped(body, names, locs) == remap_slowly(body, names, locs)
+        assert indices.remapped(body, names, locs) == remap_slowly(body, names, locs)
 
 
 def random_cases(seed: int, count: int = 200):
@@ -50,10 +50,10 @@ def test_indices_kept_by_the_worker_give_the_same_rewrite(tmp_path):
         names, locs = rng.sample(range(500), 20), rng.sample(range(5000), 200)
         body = random_body(rng, names, locs)
         kept = tmp_path / f"{round_}.idx"
-        jsonindex.save(jsonindex.find(body), kept)
-        loaded = jsonindex.load(kept)
+        indices.save(indices.find(body), kept)
+        loaded = indices.load(kept)
         assert len(loaded) == count_slowly(body)
-        assert jsonindex.remapped(body, names, locs, loaded) == remap_slowly(body, names, locs)
+        assert indices.remapped(body, names, locs, loaded) == remap_slowly(body, names, locs)
 
 
 #: The rewrite the merge did before it was numpy's: one regular-expression match at a time.
@@ -61,7 +61,7 @@ _INDEX = re.compile(rb'"(rangeNameIdx|markerNameIdx|locIdx)":(\d+)|"warpLocIdxs"
 
 
 def remap_slowly(body: bytes, names: list[int], locs: list[int]) -> bytes:
-    """The reference :func:`jsonindex.remapped` is held to."""
+    """The reference :func:`indices.remapped` is held to."""
     name_bytes = [b"%d" % v for v in names]
     loc_bytes = [b"%d" % v for v in locs]
 
@@ -82,17 +82,17 @@ def count_slowly(body: bytes) -> int:
 
 
 def test_the_splice_gives_the_rewrite_and_where_each_number_went():
-    """:func:`jsonindex.spliced` (a split launch's chunks: numbers that gain or lose digits,
+    """:func:`indices.spliced` (a split launch's chunks: numbers that gain or lose digits,
     all placed at once) gives the regular expression's bytes, and each new number sits where
     it says."""
     import numpy as np
 
     for body, names, locs in random_cases(3):
-        found = jsonindex.find(body)
+        found = indices.find(body)
         order = np.argsort(found.start, kind="stable")
         found = found.taken(order)
-        new = jsonindex.looked_up(found, names, locs)
-        out, starts = jsonindex.spliced(np.frombuffer(body, np.uint8), found, new)
+        new = indices.looked_up(found, names, locs)
+        out, starts = indices.spliced(np.frombuffer(body, np.uint8), found, new)
         assert out.tobytes() == remap_slowly(body, names, locs)
         assert [
             int(out[s : s + len(b"%d" % v)].tobytes()) for s, v in zip(starts, new, strict=True)

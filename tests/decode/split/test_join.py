@@ -5,23 +5,23 @@ import shutil
 
 import pytest
 
-from iket_cli.decode import decoder as export
+from iket_cli.decode import decoder
 from iket_cli.decode.split import join
 
 from conftest import FIXTURES
 
 
 @pytest.fixture
-def decoder():
-    return export.decoder_class()
+def exporter():
+    return decoder.decoder_class()
 
 
-def test_multi_launch_capture_merges_byte_for_byte(tmp_path, decoder):
+def test_multi_launch_capture_merges_byte_for_byte(tmp_path, exporter):
     folder = tmp_path / "multi"
     shutil.copytree(FIXTURES / "multi", folder)
     raw = folder / "iket" / "pid_0x23f" / "iket.data.json"
     out = tmp_path / "merged.json"
-    assert join.export_json(raw, out, decoder) is True
+    assert join.export_json(raw, out, exporter) is True
     assert out.read_bytes() == (FIXTURES / "multi" / "iket_pid_0x23f.trace.json").read_bytes()
     assert sorted(p.name for p in raw.parent.iterdir()) == [
         "iket.data.bin",
@@ -30,10 +30,10 @@ def test_multi_launch_capture_merges_byte_for_byte(tmp_path, decoder):
     ], "parts cleaned up"
 
 
-def test_single_launch_is_not_split(tmp_path, decoder):
+def test_single_launch_is_not_split(tmp_path, exporter):
     raw = FIXTURES / "affine" / "iket" / "pid_0x204" / "iket.data.json"
     assert join.part_manifests(raw) is None
-    assert join.export_json(raw, tmp_path / "x.json", decoder) is False
+    assert join.export_json(raw, tmp_path / "x.json", exporter) is False
 
 
 def test_merge_remaps_tables_of_later_parts(tmp_path):

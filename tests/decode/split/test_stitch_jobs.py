@@ -10,27 +10,25 @@ from pathlib import Path
 import pytest
 
 from iket_cli.decode import decoder
-from iket_cli.decode.split import chunks as ctasplit
-from iket_cli.decode.split import join, stitch_jobs
-from iket_cli.decode.split import stitch as ctastitch
+from iket_cli.decode.split import chunks, join, stitch, stitch_jobs
 from iket_cli.decode.workers import Workers
 
 from conftest import kept
 
 
-def _stitch(tmp_path: Path, chunks: int = 3) -> ctastitch.Stitch:
-    """cute_pipeline's launch (8 CTAs) in ``chunks`` chunks, spooled with their indices."""
+def _stitch(tmp_path: Path, count: int = 3) -> stitch.Stitch:
+    """cute_pipeline's launch (8 CTAs) in ``count`` chunks, spooled with their indices."""
     raw = kept(tmp_path, "cute_pipeline") / "iket" / "pid_0xfc5" / "iket.data.json"
     data = json.loads(raw.read_text())
     launch = next(x for x in data["launches"] if x["canDecode"])
-    blocks = ctasplit.ctas(launch)
+    blocks = chunks.ctas(launch)
     spools = []
-    for number, (first, last) in enumerate(ctasplit.spans(blocks, chunks)):
+    for number, (first, last) in enumerate(chunks.spans(blocks, count)):
         manifest = raw.with_name(f".c{number}.json")
-        manifest.write_text(json.dumps({**data, "launches": [ctasplit.chunk(launch, first, last)]}))
+        manifest.write_text(json.dumps({**data, "launches": [chunks.chunk(launch, first, last)]}))
         spools.append(raw.with_name(f".c{number}.out"))
         join.spool(decoder.decoder_class()(str(manifest)), spools[-1], find_indices=True)
-    return ctastitch.Stitch(spools, ctasplit.firsts(blocks, chunks), blocks)
+    return stitch.Stitch(spools, chunks.firsts(blocks, count), blocks)
 
 
 def test_jobs_share_the_bytes_and_name_only_their_chunks(tmp_path):
