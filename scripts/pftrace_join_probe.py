@@ -40,15 +40,112 @@ def _descriptor(packet: bytes) -> dict[int, object] | None:
     return None if body is None else {n: v for n, _, v in P.fields(body)}
 
 
-def joined(parts: list[bytes]) -> bytes:
-    """The whole export from its launches' exports, by the rule in the module docstring."""
+def first_event(data: bytes) -> int:
+    """Where the events begin: the decoder writes every descriptor first."""
+    at = 0
+    while at < len(data):
+        length, body = P._varint(data, at + 1)
+        if data[body] != 0x40:  # not a packet that opens with a timestamp: a descriptor
+            at = body + length
+            continue
+        return at
+    return at
+
+
+def event_starts(a):
+    """Each event packet's offset in ``a`` (numpy bytes) whose opening is the usual one
+    (packet with a one-byte length, 9-byte timestamp, sequence id 1, TrackEvent with type
+    and track uuid), and the offset after it. Others (a name of 128 bytes or more) are not."""
+    import numpy as np
+
+    c = np.flatnonzero(a[:-20] == 0x0A)
+    c = c[(a[c + 2] == 0x40) & (a[c + 12] == 0x50) & (a[c + 14] == 0x5A)]
+    c = c[(a[c + 16] == 0x48) & (a[c + 18] == 0x58)]
+    return c, c + 2 + a[c + 1]
+
+
+def walked(events: bytes, offset: int) -> bytes:
+    """``events`` with their track uuids moved, packet by packet (the slow, general way)."""
+    moved = {P.EVENT_TRACK_UUID: lambda v: v + offset}
+    change = {P.PACKET_TRACK_EVENT: lambda e: P._rewrite(e, moved)}
+    return b"".join(
+        P.encode([(P.TRACE_PACKET, 2, P._rewrite(packet, change))]) for _, _, packet in P.fields(events)
+    )
+
+
+def moved_events(events: bytes, offset: int) -> bytes:
+    """``events`` with their track uuids moved: the runs of usual packets by
+    :func:`moved_run`, the packets between them by :func:`walked`."""
+    import numpy as np
+
+    starts, ends = event_starts(np.frombuffer(events, np.uint8))
+    breaks = np.flatnonzero(ends[:-1] != starts[1:])
+    pieces, at = [], 0
+    for first, last in zip(
+        np.r_[0, breaks + 1].tolist(), np.r_[breaks, len(starts) - 1].tolist(), strict=True
+    ):
+        begin, end = int(starts[first]), int(ends[last])
+        if begin < at:
+            continue  # a candidate inside a packet already taken
+        pieces += [
+            walked(events[at:begin], offset),
+            moved_run(events[begin:end], offset, starts[first : last + 1] - begin),
+        ]
+        at = end
+    return b"".join([*pieces, walked(events[at:], offset)])
+
+
+def moved_run(events: bytes, offset: int, c) -> bytes:
+    """A run of usual event packets with every track uuid moved by ``offset``, in numpy: a
+    uuid that gains a byte gets it inserted, its packet's and TrackEvent's lengths one more.
+    ``c``: the packets' offsets in ``events``."""
+    import numpy as np
+
+    buf = np.frombuffer(events, np.uint8).copy()
+    at = c + 19
+    b = [buf[at + k].astype(np.int64) for k in range(3)]
+    width = np.where(b[0] < 128, 1, np.where(b[1] < 128, 2, 3))
+    value = (
+        (b[0] & 127) | np.where(width > 1, (b[1] & 127) << 7, 0) | np.where(width > 2, (b[2] & 127) << 14, 0)
+    )
+    value += offset
+    new_width = 1 + (value >= 1 << 7) + (value >= 1 << 14) + (value >= 1 << 21) + (value >= 1 << 28)
+    gain = new_width - width
+    if (buf[c + 1].astype(np.int64) + gain >= 128).any():
+        raise ValueError("a packet would need a longer length")
+    buf[c + 1] += gain.astype(np.uint8)
+    buf[c + 15] += gain.astype(np.uint8)
+    digits = [
+        (((value >> (7 * k)) & 127) | np.where(new_width > k + 1, 128, 0)).astype(np.uint8) for k in range(5)
+    ]
+    for k in range(3):
+        kept = width > k
+        buf[(at + k)[kept]] = digits[k][kept]
+    where, what = [], []
+    for k in range(1, 5):
+        added = (new_width > k) & (width <= k)
+        where.append((at + width)[added])
+        what.append(digits[k][added])
+    where_all = np.concatenate(where)
+    if len(where_all):
+        order = np.argsort(where_all, kind="stable")
+        buf = np.insert(buf, where_all[order], np.concatenate(what)[order])
+    return buf.tobytes()
+
+
+def joined(parts: list[bytes], fast: bool = False) -> bytes:
+    """The whole export from its launches' exports, by the rule in the module docstring;
+    ``fast``: each part's events moved by :func:`moved_events`, not packet by packet."""
     descriptors: list[bytes] = []
     events: list[bytes] = []
     before = 0  # tracks (other than Root) of the parts before this one
     width = len(str(len(parts)))  # grids are numbered with as many digits as the last needs
     for number, data in enumerate(parts):
         own = 0
-        for _, _, packet in P.fields(data):
+        split = first_event(data) if fast else len(data)
+        if fast:
+            events.append(moved_events(data[split:], before) if before else data[split:])
+        for _, _, packet in P.fields(data[:split]):
             found = _descriptor(packet)
             if found is None:
                 moved = {P.EVENT_TRACK_UUID: lambda v, b=before: v + b}
@@ -68,7 +165,10 @@ def joined(parts: list[bytes]) -> bytes:
             moved_descriptor = {P.PACKET_TRACK_DESCRIPTOR: lambda d, c=changes: P._rewrite(d, c)}
             descriptors.append(P._rewrite(packet, moved_descriptor))
         before += own
-    return b"".join(P.encode([(P.TRACE_PACKET, 2, packet)]) for packet in descriptors + events)
+    head = b"".join(P.encode([(P.TRACE_PACKET, 2, packet)]) for packet in descriptors)
+    if fast:
+        return head + b"".join(events)
+    return head + b"".join(P.encode([(P.TRACE_PACKET, 2, packet)]) for packet in events)
 
 
 def main() -> int:
@@ -83,9 +183,18 @@ def main() -> int:
     exports = [exporter(str(part.path)).export_perfetto_trace() for part in parts]
     for part in parts:
         part.path.unlink()
-    result = joined(exports)
-    same = result == whole
-    print(f"{raw}: {len(parts)} launches, whole {len(whole)} bytes, joined {len(result)}, identical: {same}")
+    import time
+
+    same = True
+    for fast in (False, True):
+        start = time.perf_counter()
+        result = joined(exports, fast=fast)
+        seconds = time.perf_counter() - start
+        same = same and result == whole
+        print(
+            f"{raw}: {len(parts)} launches, whole {len(whole)} bytes, joined {len(result)}, "
+            f"identical: {result == whole}, {'numpy' if fast else 'walker'} join {seconds:.2f} s"
+        )
     return 0 if same else 1
 
 
