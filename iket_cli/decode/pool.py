@@ -31,14 +31,12 @@ from ..system.runner import Cancelled, wait_all
 from . import decoder
 from .split import chunks, columns, join, stitch
 from .split.plan import Batch, Pieces, Slots, Writers
-from .tasks import Outcome, Task, columns_name, indices_name, missing_input, part_leftovers
+from .tasks import Outcome, Task, columns_name, drop_traces, indices_name, missing_input, part_leftovers
 from .workers import Workers
 
 #: Up to this many raw bytes a capture is decoded in a fork of the CLI (the decoder already
 #: imported there), above in a worker of its own: a fresh interpreter costs more than it saves.
 INLINE_BYTES = 4 << 20
-#: At most this many assembled traces are returned (see :meth:`Decoding._hold`).
-MOST_TRACES = 2
 
 
 class Progress:
@@ -118,7 +116,7 @@ class Decoding:
         self.tasks, self.progress, self.cancel = tasks, progress, cancel
         self.workers = Workers()
         self.lock = threading.Lock()
-        self.held: list[Outcome] = []  # the outcomes holding an assembled trace (see _hold)
+        self.done: list[Outcome] = []  # the tasks' outcomes, as they finish (see _hold)
         units = [unit for task in tasks for unit in _units(task)]
         progress.planned(units)
         self.jobs = default_jobs(units, jobs)
@@ -150,12 +148,9 @@ class Decoding:
         return outcome
 
     def _hold(self, outcome: Outcome) -> None:
-        """Keep the assembled traces of the last :data:`MOST_TRACES` tasks only: the others'
-        readers read their files (a capture of many big processes would hold them all)."""
-        if outcome.trace is not None:
-            self.held.append(outcome)
-        while len(self.held) > MOST_TRACES:
-            self.held.pop(0).trace = None
+        """Keep the assembled traces of the last tasks only (:func:`.tasks.drop_traces`)."""
+        self.done.append(outcome)
+        drop_traces(self.done)
 
     def _serve(self, batch: Batch) -> None:
         """A long-lived worker decoding the batch's units and writing its stitch jobs, one

@@ -166,6 +166,19 @@ def known_counts(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
     return {o.written[0]: o.counts for o in outcomes if o.counts is not None and o.written}
 
 
+#: At most this many assembled traces are kept in memory (see :func:`drop_traces`).
+MOST_TRACES = 2
+
+
+def drop_traces(outcomes: list[Outcome], most: int = MOST_TRACES) -> None:
+    """Free the assembled traces of all but the last ``most`` outcomes holding one: the
+    reports of the others read their files (a capture of many big processes, or of many
+    repeats, would otherwise hold every trace at once)."""
+    holding = [o for o in outcomes if o.trace is not None]
+    for outcome in holding[: max(len(holding) - most, 0)]:
+        outcome.trace = None
+
+
 def take_traces(outcomes: list[Outcome]) -> dict[str, Trace]:
     """The traces the decode assembled, by the name of the file it wrote, taken out of the
     outcomes: whoever takes them decides how long they stay in memory."""

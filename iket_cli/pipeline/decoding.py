@@ -7,14 +7,17 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..capture.passes import Transcript
 from ..decode import pool
 from ..decode import tasks as decode_tasks
 from ..decode.tasks import Outcome
 from ..errors import DecodeError
-from ..model.trace import Trace
 from ..system.filesystem import DISK_FULL
+
+if TYPE_CHECKING:
+    from ..model.trace import Trace
 
 
 class _LoggedProgress(pool.Progress):
@@ -55,9 +58,7 @@ class Decoded:
             raise DecodeError(f"decoding failed: {errors[0]}", phase="postprocess", details=errors[1:])
         self.seconds = round((self.seconds or 0) + time.monotonic() - start, 3)
         self._known[folder] = outcomes
-        held = [o for done in self._known.values() for o in done if o.trace is not None]
-        for outcome in held[: -pool.MOST_TRACES]:  # as the pool does, over all the folders
-            outcome.trace = None
+        decode_tasks.drop_traces([o for done in self._known.values() for o in done])  # over all folders
 
     def counted(self, folder: Path) -> dict[str, tuple[int, int]]:
         """The record counts of ``folder``'s JSON traces its decode counted, by file name."""
