@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|pftrace|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, docs/cute.md;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -119,6 +119,28 @@ if [[ $part == big ]]; then  # issue 22: big_kernel.py at ITERS=512 LAUNCHES=3, 
     grep -h "decoded\|merged" "$keep"/scaling_*_"$fmt".log 2>/dev/null | tail -8
   done
   tar czf "$out/gpu-big.tgz" -C "$keep" .
+  exit 0
+fi
+if [[ $part == pftrace ]]; then  # issue 35: the Perfetto export split and joined, against run-iket
+  if ls .pfwhl/*.whl >/dev/null 2>&1; then  # Perfetto's schema for the trace checks (no registry here)
+    python3 -m pip install -q --no-deps --target /tmp/pfwhl .pfwhl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/pfwhl
+  fi
+  echo "== iket postprocess --format perfetto against run-iket's, ITERS=${BIG_ITERS:-512} LAUNCHES=3"
+  python3 bench/bench_pftrace.py --iters "${BIG_ITERS:-512}" --launches 3 --runs "${BENCH_RUNS:-3}" --check \
+    --json "$keep/pftrace_${BIG_ITERS:-512}.json" 2>&1 | tail -4
+  echo "== the same on keep256"
+  python3 bench/bench_pftrace.py --raw tests/fixtures/keep256_raw.tar.xz --runs "${BENCH_RUNS:-3}" --check \
+    --json "$keep/pftrace_keep256.json" 2>&1 | tail -4
+  echo "== profile --postprocess all, ITERS=${BIG_ITERS:-512}"
+  python3 bench/bench_scaling.py --iters "${BIG_ITERS:-512}" --launches 3 --postprocess all --logs "$keep" \
+    --json "$keep/big_all.json" 2>&1 | tail -3
+  if [[ -n ${CHECKS_K:-} ]]; then
+    IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_check.py -v -s -p no:cacheprovider -o addopts="" \
+      -k "$CHECKS_K" > "$keep/gpu_check.log" 2>&1
+    grep -E "PASSED|FAILED|ERROR|postprocess phase|joined|passed|failed" "$keep/gpu_check.log" | tail -12
+  fi
+  tar czf "$out/gpu-pftrace.tgz" -C "$keep" --exclude='*.trace.json' --exclude='*.pftrace*' --exclude='*.html' \
+    --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
   exit 0
 fi
 if [[ $part == sql ]]; then  # issue 19, two calls: with .gpu (capture + export), then with .sqlwhl (DuckDB)

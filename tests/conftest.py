@@ -7,6 +7,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -253,6 +254,55 @@ def tracks(data: bytes) -> list[dict[int, list]]:
                 fields.setdefault(field, []).append(value)
             out.append(fields)
     return out
+
+
+def perfetto_view(data: bytes) -> tuple[Counter, Counter]:
+    """What a Perfetto trace shows, read through Perfetto's own protobuf schema (independent
+    of iket's wire walker): its tracks as (path of names, sibling rank, child ordering), and
+    its slices and instants as (track path, name, timestamp, duration, args), durations from
+    each track's begins and ends in timestamp order (stable, as the trace processor sorts).
+    Two traces that give the same view are the same trace (uuids, order and bytes aside)."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
+
+    trace = Trace.FromString(data)
+    names: dict[int, tuple[str, int | None]] = {}
+    shown = Counter()
+    for packet in trace.packet:
+        if packet.HasField("track_descriptor"):
+            d = packet.track_descriptor
+            names[d.uuid] = (d.name, d.parent_uuid if d.HasField("parent_uuid") else None)
+    paths: dict[int, tuple[str, ...]] = {}
+
+    def path(uuid: int) -> tuple[str, ...]:
+        if uuid not in paths:
+            name, parent = names.get(uuid, (f"?{uuid}", None))
+            paths[uuid] = (*(path(parent) if parent is not None else ()), name)
+        return paths[uuid]
+
+    for packet in trace.packet:
+        if packet.HasField("track_descriptor"):
+            d = packet.track_descriptor
+            shown[(path(d.uuid), d.sibling_order_rank, d.child_ordering)] += 1
+    events: dict[int, list] = {}
+    for packet in trace.packet:
+        if packet.HasField("track_event"):
+            e = packet.track_event
+            args = tuple(a.SerializeToString() for a in e.debug_annotations)
+            events.setdefault(e.track_uuid, []).append((packet.timestamp, e.type, e.name, args))
+    slices = Counter()
+    for uuid, found in events.items():
+        found.sort(key=lambda event: event[0])
+        open_: list = []
+        for ts, kind, name, args in found:
+            if kind == 1:  # TYPE_SLICE_BEGIN
+                open_.append((ts, name, args))
+            elif kind == 2 and open_:  # TYPE_SLICE_END
+                begin, began_as, began_args = open_.pop()
+                slices[(path(uuid), began_as, begin, ts - begin, began_args, name)] += 1
+            else:
+                slices[(path(uuid), name, ts, kind, args)] += 1
+        slices[(path(uuid), "unclosed", len(open_))] += 1
+    return shown, slices
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """One decode: a raw capture through NVIDIA's ``RawCaptureDecoder`` into run-iket's artifacts.
 
 The JSON is byte-for-byte what run-iket writes (several launches: exported launch by
-launch and merged, see :mod:`.split.join`); the ``.pftrace.gz`` uses gzip level 6 (same
+launch and merged, see :mod:`.split.join`); a part of a split Perfetto export is spooled
+with what its join needs (:mod:`.split.pftrace_parts`); the ``.pftrace.gz`` uses gzip level 6 (same
 size as run-iket's level 9, a tenth of the time) and a zero timestamp, so it is
 reproducible. Every file is written under a temporary name and renamed into place.
 """
@@ -14,8 +15,8 @@ import time
 from pathlib import Path
 
 from ..model.vocab import JSON_EXPORT
-from .split import columns, join
-from .tasks import Outcome, Task, columns_name
+from .split import columns, join, pftrace_parts
+from .tasks import Outcome, Task, columns_name, indices_name
 
 GZIP_LEVEL = 6
 
@@ -84,8 +85,14 @@ def _export(task: Task) -> list[str]:
             return [out.name]
     decoder = decoder_cls(str(task.raw))
     try:
-        if task.part:
+        if task.part and task.export == JSON_EXPORT:
             return _export_part(task, decoder)
+        if task.part:  # a launch, or a chunk of one, of a split Perfetto export
+            spooled = task.out_dir / task.outputs()[0]
+            pftrace_parts.spool(
+                decoder, spooled, spooled.with_name(indices_name(spooled.name)), chunk=bool(task.chunk)
+            )
+            return task.outputs()
         if task.export == JSON_EXPORT:
             text = decoder.export_decoded_json()
             decoder.close()

@@ -3,7 +3,8 @@
 run-iket decodes one process after another, one format after another, on one core. Here the
 tasks run in parallel, each small one in a fork of this process and each large one in a worker
 process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt capture fails that
-task alone, never the CLI. The JSON export of a process with several launches, or with a big
+task alone, never the CLI. The Perfetto export of a big process is split and joined by
+:mod:`.pftrace_split`. The JSON export of a process with several launches, or with a big
 one, is split: each launch, or each chunk of a big launch's CTAs (:mod:`.split.chunks`), is
 exported by one of a few long-lived workers, side by side with every other task; a launch's
 chunks are stitched (:mod:`.split.stitch`: read and planned here, its bytes written by the same
@@ -52,10 +53,13 @@ class Progress:
         """A task ended, well or not."""
 
 
+def _cpus() -> int:
+    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
+
+
 def default_jobs(tasks: list[Task], requested: int | None = None) -> int:
     """Workers to use: requested or the CPUs, no more than tasks, and what memory allows."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    jobs = max(1, min(requested or cpus or 1, len(tasks) or 1))
+    jobs = max(1, min(requested or _cpus(), len(tasks) or 1))
     biggest = max((t.memory for t in tasks), default=0)
     available = _mem_available()
     if biggest and available:
@@ -117,7 +121,8 @@ class Decoding:
         self.workers = Workers()
         self.lock = threading.Lock()
         self.done: list[Outcome] = []  # the tasks' outcomes, as they finish (see _hold)
-        units = [unit for task in tasks for unit in _units(task)]
+        self.cpus = jobs or _cpus()
+        units = [unit for task in tasks for unit in _units(task, self.cpus)]
         progress.planned(units)
         self.jobs = default_jobs(units, jobs)
         #: One per decode running at once (a whole task, a part, a chunk, a stitch or a merge).
@@ -137,8 +142,9 @@ class Decoding:
         elif task.raw_bytes <= INLINE_BYTES and decoder.available():
             with self.slots():
                 outcome = self.workers.forked(task)
-        elif _split(task) and (launches := join.part_manifests(task.raw, chunks.CHUNK_RAW_BYTES)):
-            outcome = self._by_launches(task, launches)
+        elif _split(task) and (launches := _parts(task, self.cpus)):
+            split = self._by_launches if task.export == JSON_EXPORT else self._pftrace_by_launches
+            outcome = split(task, launches)
         else:
             with self.slots():
                 outcome = self.workers.decode(task)
@@ -152,7 +158,7 @@ class Decoding:
         self.done.append(outcome)
         drop_traces(self.done)
 
-    def _serve(self, batch: Batch) -> None:
+    def serve(self, batch: Batch) -> None:
         """A long-lived worker decoding the batch's units and writing its stitch jobs, one
         slot at a time, until the batch is over."""
         server = self.workers.server()
@@ -194,7 +200,7 @@ class Decoding:
         units = task.units([len(launch.chunks) or 1 for launch in launches])
         batch = Batch([unit for group in units for unit in group])
         servers = [
-            self.part_pool.submit(self._serve, batch) for _ in range(min(self.jobs, len(batch.futures)))
+            self.part_pool.submit(self.serve, batch) for _ in range(min(self.jobs, len(batch.futures)))
         ]
         scanned: list = []  # each launch, as its workers scanned it (html only)
         try:
@@ -207,7 +213,7 @@ class Decoding:
                         failed = spooled if isinstance(spooled, Outcome) else None  # its whole decode
                     if failed is not None:
                         batch.abandon()
-                        return self._part_failed(task, failed, start, servers)
+                        return self.part_failed(task, failed, start, servers)
                     scanned.append(_columns(spooled))
                     _remove_spool(part)
                 with self.slots(urgent=True):
@@ -279,8 +285,13 @@ class Decoding:
                 _remove_spool(done.task)
         return spooled
 
+    def _pftrace_by_launches(self, task: Task, launches: list[join.LaunchPart]) -> Outcome:
+        from .pftrace_split import by_launches
+
+        return by_launches(self, task, launches)
+
     @staticmethod
-    def _part_failed(task: Task, done: Outcome, start: float, running: list) -> Outcome:
+    def part_failed(task: Task, done: Outcome, start: float, running: list) -> Outcome:
         """The task's outcome when one launch failed or was cancelled (the others end first)."""
         for future in running:
             future.result()
@@ -319,15 +330,26 @@ class Decoding:
 
 
 def _split(task: Task) -> bool:
-    """Whether ``task`` is a JSON export that could be split by launches."""
-    return task.export == JSON_EXPORT and task.part is None
+    """Whether ``task`` is a whole export that could be split by launches."""
+    return task.part is None
 
 
-def _units(task: Task) -> list[Task]:
-    """What ``task`` runs as: its launches, for a JSON export split by them; else itself."""
+def _parts(task: Task, cpus: int) -> list[join.LaunchPart] | None:
+    """The launches (and chunks) ``task`` is split into, their manifests written; or None."""
+    return join.part_manifests(task.raw, _chunk_bytes(task, cpus), task.export)
+
+
+def _chunk_bytes(task: Task, cpus: int) -> int:
+    if task.export == JSON_EXPORT:
+        return chunks.CHUNK_RAW_BYTES
+    return chunks.perfetto_chunk_bytes(task.raw_bytes, cpus)
+
+
+def _units(task: Task, cpus: int) -> list[Task]:
+    """What ``task`` runs as: its launches (or chunks), for an export split by them; else itself."""
     if task.raw_bytes <= INLINE_BYTES or not _split(task):
         return [task]
-    counts = join.planned_parts(task.raw, chunks.CHUNK_RAW_BYTES)
+    counts = join.planned_parts(task.raw, _chunk_bytes(task, cpus))
     return [unit for group in task.units(counts) for unit in group] or [task]
 
 

@@ -82,16 +82,17 @@ class Task:
         return whole // (self.part[1] if self.part else 1) // (self.chunk[1] if self.chunk else 1)
 
     def parts(self, count: int) -> list[Task]:
-        """This JSON task's launches as tasks of their own (their part manifests written by
+        """This task's launches as tasks of their own (their part manifests written by
         :func:`.split.join.part_manifests` beside the raw manifest)."""
-        folder = self.raw.parent
+        folder, name = self.raw.parent, self.raw.name
         return [
-            Task(self.pid_hex, folder / part_name(self.raw.name, k), folder, "json", self.formats, (k, count))
+            Task(self.pid_hex, folder / part_name(name, k, None, self.export), folder, self.export,
+                 self.formats, (k, count))
             for k in range(count)
-        ]
+        ]  # fmt: skip
 
     def units(self, chunks: list[int]) -> list[list[Task]]:
-        """What this JSON task runs as, split by launches (``chunks``: the CTA chunks of each
+        """What this task runs as, split by launches (``chunks``: the CTA chunks of each
         launch, 1 for a launch decoded whole): per launch, its part, or its chunks as tasks
         of their own (their manifests written by :func:`.split.join.part_manifests`)."""
         folder, launches = self.raw.parent, len(chunks)
@@ -99,8 +100,8 @@ class Task:
             [part]
             if count < 2
             else [
-                Task(self.pid_hex, folder / part_name(self.raw.name, number, c), folder, "json",
-                     self.formats, part.part, (c, count))
+                Task(self.pid_hex, folder / part_name(self.raw.name, number, c, self.export), folder,
+                     self.export, self.formats, part.part, (c, count))
                 for c in range(count)
             ]
             for number, (part, count) in enumerate(zip(self.parts(launches), chunks, strict=True))
@@ -159,11 +160,19 @@ class Outcome:
     #: ...and, with html asked for, its trace assembled from the columns its workers
     #: scanned, for the lint and the report (see :func:`take_traces`).
     trace: Trace | None = None
+    #: A Perfetto export joined from its parts: how many, and what it shares with the
+    #: decoder's whole export (``bytes``: split by launches only; ``trace``: by CTA chunks too).
+    joined: dict | None = None
 
 
 def known_counts(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
     """The record counts the decode already knows, by the name of the file it wrote."""
     return {o.written[0]: o.counts for o in outcomes if o.counts is not None and o.written}
+
+
+def known_joins(outcomes: list[Outcome]) -> dict[str, dict]:
+    """How the decode joined the artifacts it wrote from parts, by file name."""
+    return {name: o.joined for o in outcomes if o.joined for name in o.written}
 
 
 #: At most this many assembled traces are kept in memory (see :func:`drop_traces`).
@@ -188,15 +197,23 @@ def take_traces(outcomes: list[Outcome]) -> dict[str, Trace]:
     return taken
 
 
-def part_name(raw_name: str, number: int, chunk: int | None = None) -> str:
+#: How the files of a split export's parts begin, by export: the two exports of one raw
+#: capture are split side by side, so their parts must not share names.
+PART_PREFIX = {"json": ".part", "perfetto": ".pfpart"}
+
+
+def part_name(raw_name: str, number: int, chunk: int | None = None, export: str = JSON_EXPORT) -> str:
     """``.part1.iket.data.json``: the raw manifest that keeps launch ``number`` alone;
-    ``.part1.2.iket.data.json``: the one that keeps its CTA chunk ``chunk``."""
-    return f".part{number}.{raw_name}" if chunk is None else f".part{number}.{chunk}.{raw_name}"
+    ``.part1.2.iket.data.json``: the one that keeps its CTA chunk ``chunk`` (``.pfpart...``:
+    the Perfetto export's)."""
+    prefix = PART_PREFIX[export]
+    return f"{prefix}{number}.{raw_name}" if chunk is None else f"{prefix}{number}.{chunk}.{raw_name}"
 
 
-#: What a part of a split JSON export leaves beside the raw data until it is merged: its
-#: spooled export, the table indices its worker found, the columns its worker scanned.
-SPOOL, INDICES, COLUMNS = "out", "idx", "cols"
+#: What a part of a split export leaves beside the raw data until it is merged: its spooled
+#: export, what its worker found in it (a JSON part's table indices, a Perfetto part's
+#: tracks), the columns its worker scanned; a Perfetto part's moved and deflated sections.
+SPOOL, INDICES, COLUMNS, MOVED, DEFLATED = "out", "idx", "cols", "mv", "mvz"
 
 
 def spool_name(part: str) -> str:
@@ -205,7 +222,7 @@ def spool_name(part: str) -> str:
 
 
 def indices_name(spool: str) -> str:
-    """``.part1.iket.data.idx``: where a spooled part's table indices are kept for the merge."""
+    """``.part1.iket.data.idx``: where what a part's worker found in it is kept for the merge."""
     return _beside(spool, INDICES)
 
 
@@ -215,10 +232,12 @@ def columns_name(spool: str) -> str:
 
 
 def part_leftovers(raw: Path) -> list[Path]:
-    """Everything the parts of ``raw``'s split JSON export may have left beside it."""
-    found = list(raw.parent.glob(f".part*.{raw.name}"))
-    for suffix in (SPOOL, INDICES, COLUMNS):
-        found += raw.parent.glob(f".part*.{raw.stem}.{suffix}")
+    """Everything the parts of ``raw``'s split exports may have left beside it."""
+    found = []
+    for prefix in PART_PREFIX.values():
+        found += raw.parent.glob(f"{prefix}*.{raw.name}")
+        for suffix in (SPOOL, INDICES, COLUMNS, MOVED, DEFLATED):
+            found += raw.parent.glob(f"{prefix}*.{raw.stem}.{suffix}")
     return found
 
 

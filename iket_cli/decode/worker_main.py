@@ -1,6 +1,6 @@
 """A decode worker process: ``python -m iket_cli.decode.worker_main SPEC`` decodes one task;
-``--serve PARENT`` decodes one task per line of its input, or writes one job of a launch's stitch,
-answering a line each (a long-lived worker, :class:`.workers.Server`).
+``--serve PARENT`` decodes one task per line of its input, or writes one job of a launch's stitch
+or of a Perfetto join, answering a line each (a long-lived worker, :class:`.workers.Server`).
 
 SPEC is the task as JSON, with the pid of the CLI that started it. Errors go to stderr as
 one line; the exit status says whether the task succeeded (ENOSPC or EDQUOT: the disk is
@@ -17,7 +17,7 @@ import sys
 from ..system.filesystem import DISK_FULL
 from ..system.tree import die_with_parent
 from .decoder import decode
-from .split import stitch_jobs
+from .split import pftrace_parts, stitch_jobs
 from .tasks import Task
 
 
@@ -41,24 +41,26 @@ def serve(parent: int) -> int:
     for line in sys.stdin:
         request = json.loads(line)
         if "pieces" in request:
-            error, errno = _pieces(request["pieces"])
+            answer = _pieces(request["pieces"])
         else:
             outcome = decode(Task.from_dict(request))
-            error, errno = outcome.error, outcome.errno
-        answers.write(json.dumps({"error": error, "errno": errno}) + "\n")
+            answer = {"error": outcome.error, "errno": outcome.errno}
+        answers.write(json.dumps(answer) + "\n")
         answers.flush()
     return 0
 
 
-def _pieces(job: dict) -> tuple[str | None, int | None]:
-    """(error, errno) of a stitch job: (None, None) when written."""
+def _pieces(job: dict) -> dict:
+    """The answer to a job of a launch's stitch (:func:`.stitch_jobs.write`) or of a Perfetto
+    join (``kind: move``, :func:`.pftrace_parts.move`): ``error`` and ``errno`` (None when
+    written), and what the job says of what it wrote."""
     try:
-        stitch_jobs.write(job)
+        said = pftrace_parts.move(job) if job.get("kind") == "move" else stitch_jobs.write(job)
     except OSError as error:  # a full disk
-        return error.strerror or str(error), error.errno
+        return {"error": error.strerror or str(error), "errno": error.errno}
     except ValueError as error:
-        return str(error), None
-    return None, None
+        return {"error": str(error), "errno": None}
+    return {"error": None, "errno": None, **(said or {})}
 
 
 if __name__ == "__main__":

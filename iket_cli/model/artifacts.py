@@ -37,18 +37,29 @@ _CHUNK = 1 << 22
 
 #: Record counts (ranges, markers) known for JSON traces, by file name (see :data:`RECORD_KEYS`).
 Counted = Mapping[str, tuple[int, int]]
+#: How an artifact was joined from the parts of a split export, by file name: ``{"parts": N,
+#: "identity": "bytes" | "trace"}`` (the same bytes as the decoder's whole export, or the same
+#: trace); kept in the artifact's manifest entry under :data:`JOINED`.
+Joined = Mapping[str, dict]
+JOINED = "joined"
 
 
-def scan_processes(capture_dir: Path, counted: Counted | None = None) -> list[dict[str, Any]]:
+def scan_processes(
+    capture_dir: Path, counted: Counted | None = None, joined: Joined | None = None
+) -> list[dict[str, Any]]:
     """One entry per captured process, from the artifacts and raw captures in the folder;
-    the JSON traces named in ``counted`` are not read."""
+    the JSON traces named in ``counted`` are not read; the artifacts named in ``joined``
+    say how they were joined."""
     found: dict[str, dict[str, Any]] = {}
     for entry in sorted(os.listdir(capture_dir)):
         match = _ARTIFACT_RE.match(entry)
         if match:
             pid_hex, suffix = match.group(1), match.group(2)
             size = (capture_dir / entry).stat().st_size
-            _process(found, pid_hex)["artifacts"][_KIND_OF[suffix]] = {"path": entry, "bytes": size}
+            artifact = {"path": entry, "bytes": size}
+            if entry in (joined or {}):
+                artifact[JOINED] = dict(joined[entry])
+            _process(found, pid_hex)["artifacts"][_KIND_OF[suffix]] = artifact
     raw_root = capture_dir / RAW_DIR
     if raw_root.is_dir():
         for entry in sorted(os.listdir(raw_root)):
@@ -67,12 +78,22 @@ def is_artifact(name: str) -> bool:
 
 
 def rescan(
-    capture_dir: Path, previous: list[dict[str, Any]], counted: Counted | None = None
+    capture_dir: Path,
+    previous: list[dict[str, Any]],
+    counted: Counted | None = None,
+    joined: Joined | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`scan_processes` again after artifacts changed; counts that needed a JSON trace
-    since removed, labels and arrow counts (``flows``) are kept from ``previous``."""
+    since removed, labels and arrow counts (``flows``) are kept from ``previous``, and how
+    an artifact of the same size was joined."""
     before = {p["pid_hex"]: p for p in previous}
-    processes = scan_processes(capture_dir, counted)
+    kept = {
+        artifact["path"]: artifact[JOINED]
+        for p in previous
+        for artifact in p.get("artifacts", {}).values()
+        if JOINED in artifact
+    }
+    processes = scan_processes(capture_dir, counted, {**kept, **(joined or {})})
     for process in processes:
         old = before.get(process["pid_hex"], {})
         for key in ("launches", "ranges", "markers", "labels", "flows", "uninstrumented"):

@@ -20,6 +20,7 @@ PACKET_TRACK_DESCRIPTOR = 60
 DESCRIPTOR_UUID = 1
 DESCRIPTOR_NAME = 2
 DESCRIPTOR_PARENT_UUID = 5
+DESCRIPTOR_SIBLING_ORDER_RANK = 12
 EVENT_TRACK_UUID = 11
 
 #: Each source's uuids and sequence ids are moved into a block of their own.
@@ -27,7 +28,8 @@ UUID_BLOCK = 1 << 40
 SEQUENCE_BLOCK = 1 << 16
 
 
-def _varint(data: bytes, i: int) -> tuple[int, int]:
+def read_varint(data: bytes, i: int) -> tuple[int, int]:
+    """The varint at ``data[i]`` and the offset after it."""
     shift = value = 0
     while True:
         byte = data[i]
@@ -38,7 +40,7 @@ def _varint(data: bytes, i: int) -> tuple[int, int]:
             return value, i
 
 
-def _encode_varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -54,12 +56,12 @@ def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
     """(field number, wire type, value) of one message: ints for varints, bytes otherwise."""
     out, i = [], 0
     while i < len(data):
-        key, i = _varint(data, i)
+        key, i = read_varint(data, i)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, i = _varint(data, i)
+            value, i = read_varint(data, i)
         elif wire == 2:
-            size, i = _varint(data, i)
+            size, i = read_varint(data, i)
             value, i = data[i : i + size], i + size
         elif wire == 1:
             value, i = data[i : i + 8], i + 8
@@ -74,17 +76,17 @@ def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
 def encode(message: list[tuple[int, int, int | bytes]]) -> bytes:
     out = bytearray()
     for number, wire, value in message:
-        out += _encode_varint(number << 3 | wire)
+        out += encode_varint(number << 3 | wire)
         if wire == 0:
-            out += _encode_varint(int(value))
+            out += encode_varint(int(value))
         elif wire == 2:
-            out += _encode_varint(len(value)) + bytes(value)
+            out += encode_varint(len(value)) + bytes(value)
         else:
             out += bytes(value)
     return bytes(out)
 
 
-def _rewrite(message: bytes, changes: dict[int, object]) -> bytes:
+def rewrite(message: bytes, changes: dict[int, object]) -> bytes:
     """``message`` with the listed fields replaced by a value or a function of the old one."""
     result = []
     for number, wire, value in fields(message):
@@ -113,11 +115,11 @@ def merge(sources: list[tuple[bytes, str, int]]) -> bytes:
             }
             if is_root:
                 changes[DESCRIPTOR_NAME] = label.encode("utf-8")
-            return _rewrite(body, changes)
+            return rewrite(body, changes)
 
         packet_changes = {
             PACKET_TRACK_DESCRIPTOR: descriptor,
-            PACKET_TRACK_EVENT: lambda body, uuid=uuid: _rewrite(body, {EVENT_TRACK_UUID: uuid}),
+            PACKET_TRACK_EVENT: lambda body, uuid=uuid: rewrite(body, {EVENT_TRACK_UUID: uuid}),
             PACKET_SEQUENCE_ID: lambda v, index=index: v + index * SEQUENCE_BLOCK,
             PACKET_TIMESTAMP: lambda v, offset=offset: v + offset,
         }
@@ -125,7 +127,7 @@ def merge(sources: list[tuple[bytes, str, int]]) -> bytes:
             for number, wire, packet in fields(data):
                 if number != TRACE_PACKET or wire != 2:
                     raise ValueError("not a Perfetto trace: top-level field other than TracePacket")
-                out += encode([(TRACE_PACKET, 2, _rewrite(packet, packet_changes))])
+                out += encode([(TRACE_PACKET, 2, rewrite(packet, packet_changes))])
         except (ValueError, IndexError, TypeError) as error:  # damaged protobuf, any of its ways
             raise ValueError(f"{label}: {error}") from None
     return bytes(out)
@@ -135,6 +137,9 @@ def merge(sources: list[tuple[bytes, str, int]]) -> bytes:
 DESCRIPTOR_CHILD_ORDER = 11
 EVENT_TYPE = 9
 EVENT_NAME = 23
+EVENT_NAME_IID = 10
+PACKET_INTERNED_DATA = 12
+INTERNED_EVENT_NAMES = 2
 EVENT_FLOW_IDS = 47  # repeated fixed64
 EVENT_TERMINATING_FLOW_IDS = 48  # repeated fixed64
 SLICE_BEGIN = 1
@@ -148,12 +153,22 @@ def slice_index(data: bytes) -> dict[SliceKey, int]:
 
     The decoder's tracks nest ``Root / GridN / GPCg / TPCt|VSMs / CTA(x, y, z) / WarpNN``,
     with a child track per token-range name under a warp; a slice is named after its range,
-    with ``(start_payload=..., end_payload=...)`` appended when it carries payloads.
+    with ``(start_payload=..., end_payload=...)`` appended when it carries payloads. Names
+    are read inline or, in a trace that interns them (a merged one may), through the
+    ``event_names`` interned on the packet's sequence.
     """
     tracks: dict[int, tuple[str, int | None]] = {}
     events: list[tuple[int, int, int, str]] = []  # packet index, track uuid, ts, name
+    interned: dict[tuple[int, int], bytes] = {}  # (sequence id, iid) -> name
     for index, (_, _, packet) in enumerate(fields(data)):
         parts = fields(packet)
+        sequence = next((v for n, _, v in parts if n == PACKET_SEQUENCE_ID), 0)
+        for number, _, value in parts:
+            if number == PACKET_INTERNED_DATA:
+                for n, _, entry in fields(value):
+                    if n == INTERNED_EVENT_NAMES:
+                        found = {k: v for k, _, v in fields(entry)}
+                        interned[(sequence, found.get(1, 0))] = found.get(2, b"")
         for number, _, value in parts:
             if number == PACKET_TRACK_DESCRIPTOR:
                 desc = {n: v for n, _, v in fields(value)}
@@ -164,15 +179,13 @@ def slice_index(data: bytes) -> dict[SliceKey, int]:
                 )
             elif number == PACKET_TRACK_EVENT:
                 event = {n: v for n, _, v in fields(value)}
-                if event.get(EVENT_TYPE) == SLICE_BEGIN and isinstance(event.get(EVENT_NAME), bytes):
+                name = event.get(EVENT_NAME)
+                if name is None and EVENT_NAME_IID in event:
+                    name = interned.get((sequence, event[EVENT_NAME_IID]))
+                if event.get(EVENT_TYPE) == SLICE_BEGIN and isinstance(name, bytes):
                     ts = next((v for n, _, v in parts if n == PACKET_TIMESTAMP), 0)
                     events.append(
-                        (
-                            index,
-                            event.get(EVENT_TRACK_UUID, 0),
-                            ts,
-                            event[EVENT_NAME].decode("utf-8", "replace"),
-                        )
+                        (index, event.get(EVENT_TRACK_UUID, 0), ts, name.decode("utf-8", "replace"))
                     )
     found: dict[SliceKey, int] = {}
     seen_twice: set[SliceKey] = set()
@@ -231,7 +244,7 @@ def add_flows(data: bytes, links: list[tuple[SliceKey, SliceKey]]) -> tuple[byte
         if index in starts or index in ends:
             extra = [(EVENT_FLOW_IDS, 1, i.to_bytes(8, "little")) for i in starts.get(index, [])]
             extra += [(EVENT_TERMINATING_FLOW_IDS, 1, i.to_bytes(8, "little")) for i in ends.get(index, [])]
-            packet = _rewrite(
+            packet = rewrite(
                 packet, {PACKET_TRACK_EVENT: lambda body, extra=extra: encode([*fields(body), *extra])}
             )
         out += encode([(number, wire, packet)])

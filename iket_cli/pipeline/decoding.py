@@ -64,6 +64,10 @@ class Decoded:
         """The record counts of ``folder``'s JSON traces its decode counted, by file name."""
         return decode_tasks.known_counts(self._known.get(folder, []))
 
+    def joined(self, folder: Path) -> dict[str, dict]:
+        """How ``folder``'s decode joined the artifacts it wrote from parts, by file name."""
+        return decode_tasks.known_joins(self._known.get(folder, []))
+
     def traces(self, folder: Path) -> dict[str, Trace]:
         """The traces ``folder``'s decode assembled, by file name; handed over once (the
         caller's reports free them), so a second call finds none."""

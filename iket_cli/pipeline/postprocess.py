@@ -105,7 +105,8 @@ def _decode(
     if any(o.errno in DISK_FULL for o in outcomes):
         raise disk_full(capture_dir, sum(t.output_bytes for t in tasks))
     counted, traces = tasks_mod.known_counts(outcomes), tasks_mod.take_traces(outcomes)
-    record["processes"] = artifacts.rescan(capture_dir, record["processes"], counted)
+    joined = tasks_mod.known_joins(outcomes)
+    record["processes"] = artifacts.rescan(capture_dir, record["processes"], counted, joined)
     finished = finish(capture_dir, record, formats, kept=had_json, traces=traces)
     record["processes"] = finished.processes
     if finished.lint is not None:

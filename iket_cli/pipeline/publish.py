@@ -41,7 +41,7 @@ def publish(
     from .finish import finish  # imported by _preload while the passes ran
 
     capture = staging.finalize()
-    processes = artifacts.scan_processes(capture, decoded.counted(capture))
+    processes = artifacts.scan_processes(capture, decoded.counted(capture), decoded.joined(capture))
     start = time.monotonic()
     try:
         draft = attempt.manifest(plan, staging, facts, Status.OK, processes)

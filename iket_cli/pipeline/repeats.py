@@ -188,7 +188,7 @@ def publish(
         if repeat.index == 1 or repeat.status == FAILED:
             continue
         folder = capture_dir / repeat.dir
-        found = artifacts.scan_processes(folder, decoded.counted(folder))
+        found = artifacts.scan_processes(folder, decoded.counted(folder), decoded.joined(folder))
         labels.attach(found, staging.root / PROCS_NAME)
         finished = finish(folder, {**draft, "processes": found}, formats, traces=decoded.traces(folder))
         lacking = missing(finished.processes, formats)

@@ -214,8 +214,10 @@ def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothin
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
     written = join.part_manifests
 
-    def one_broken(raw, chunk_bytes=None):
-        parts = written(raw, chunk_bytes)
+    def one_broken(raw, chunk_bytes=None, export="json"):
+        parts = written(raw, chunk_bytes, export)
+        if export != "json":
+            return parts
         data = json.loads(parts[1].path.read_text())
         data["launches"][0]["dataRef"]["offset"] = 1 << 40  # far past the end of iket.data.bin
         parts[1].path.write_text(json.dumps(data))
@@ -304,8 +306,10 @@ def test_a_chunk_whose_worker_dies_fails_the_json_alone_and_leaves_nothing(tmp_p
     _by_ctas(monkeypatch)
     written = join.part_manifests
 
-    def one_broken(raw, chunk_bytes=None):
-        parts = written(raw, chunk_bytes)
+    def one_broken(raw, chunk_bytes=None, export="json"):
+        parts = written(raw, chunk_bytes, export)
+        if export != "json":
+            return parts
         chunk = parts[0].chunks[2]
         data = json.loads(chunk.read_text())
         data["launches"][0]["dataRef"]["offset"] = 1 << 40
@@ -339,4 +343,108 @@ def test_a_stitch_job_a_worker_refuses_fails_the_json_alone_and_leaves_nothing(t
     assert failed.error and "merging its launches: a stitched run of" in failed.error, failed.error
     assert outcomes["perfetto"].error is None and len([a for a in started if "--serve" in a]) == 2
     assert not (folder / "iket_pid_0xfc5.trace.json").exists()
+    assert [p.name for p in folder.rglob(".*") if p.is_file()] == []
+
+
+def _perfetto_by_ctas(monkeypatch) -> list:
+    """The Perfetto export of every launch of more than one CTA split a CTA a chunk."""
+    from iket_cli.decode.split import chunks
+
+    started = _by_ctas(monkeypatch)
+    monkeypatch.setattr(chunks, "perfetto_chunk_bytes", lambda raw_bytes, cpus: 1)
+    return started
+
+
+@pytest.mark.parametrize(("name", "pid"), [("multi", "0x23f"), ("cute_pipeline", "0xfc5")])
+def test_the_perfetto_export_by_ctas_in_workers_is_run_iket_trace(tmp_path, monkeypatch, name, pid):
+    """Each CTA chunk of the Perfetto export is exported and moved by at most --jobs workers
+    that stay; joined, it is the trace of run-iket's file (conftest.perfetto_view), its .gz
+    the same bytes deflated; the outcome says it was joined; nothing is left beside the raw."""
+    from conftest import perfetto_view
+
+    started = _perfetto_by_ctas(monkeypatch)
+    folder = kept(tmp_path, name)
+    progress = Recorder()
+    done = {
+        o.task.export: o
+        for o in pool.run(tasks.plan(folder, ["perfetto", "html"]), jobs=3, progress=progress)
+    }
+    outcome = done["perfetto"]
+    assert outcome.error is None and done["json"].error is None, outcome.error
+    ours = (folder / f"iket_pid_{pid}.pftrace").read_bytes()
+    assert gzip.decompress((folder / f"iket_pid_{pid}.pftrace.gz").read_bytes()) == ours
+    assert perfetto_view(ours) == perfetto_view((FIXTURES / name / f"iket_pid_{pid}.pftrace").read_bytes())
+    units = [label for label in progress.labels if label[2] and label[1] == "perfetto"]
+    assert outcome.joined == {"parts": len(units), "identity": "trace"} and len(units) > 2
+    servers = [argv for argv in started if "--serve" in argv]
+    assert servers == started and len(servers) <= 2 * 3, "each split export's own workers"
+    assert progress.most <= 3, "within --jobs"
+    assert [p.name for p in folder.rglob(".*") if p.is_file()] == []
+
+
+def test_the_perfetto_export_by_launches_in_workers_is_run_iket_bytes(tmp_path, monkeypatch):
+    """Split by launches only (small launches: no chunks), the join is run-iket's file."""
+    monkeypatch.setattr(pool, "INLINE_BYTES", -1)
+    folder = kept(tmp_path, "multi")
+    (outcome,) = pool.run(tasks.plan(folder, ["perfetto"]), jobs=2)
+    assert outcome.error is None and outcome.joined == {"parts": 4, "identity": "bytes"}
+    name = "iket_pid_0x23f.pftrace"
+    assert (folder / name).read_bytes() == (FIXTURES / "multi" / name).read_bytes()
+
+
+def test_a_perfetto_chunk_whose_worker_dies_fails_the_perfetto_alone_and_leaves_nothing(
+    tmp_path, monkeypatch
+):
+    """A chunk of the Perfetto export the decoder aborts on takes its worker: the Perfetto
+    export fails named by launch and chunk, the JSON export stands (run-iket's bytes), no
+    part, spool, moved section or half-written .pftrace is left."""
+    from iket_cli.decode.split import join
+
+    _perfetto_by_ctas(monkeypatch)
+    written = join.part_manifests
+
+    def one_broken(raw, chunk_bytes=None, export="json"):
+        parts = written(raw, chunk_bytes, export)
+        if export == "perfetto":
+            chunk = parts[0].chunks[2]
+            data = json.loads(chunk.read_text())
+            data["launches"][0]["dataRef"]["offset"] = 1 << 40
+            chunk.write_text(json.dumps(data))
+        return parts
+
+    monkeypatch.setattr(join, "part_manifests", one_broken)
+    folder = kept(tmp_path, "cute_pipeline")
+    outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto", "html"]), jobs=2)}
+    failed = outcomes["perfetto"]
+    assert failed.error and "launch 1 of 1, CTAs 3/8" in failed.error and "crashed" in failed.error, (
+        failed.error
+    )
+    assert outcomes["json"].error is None
+    name = "iket_pid_0xfc5.trace.json"
+    assert (folder / name).read_bytes() == (FIXTURES / "cute_pipeline" / name).read_bytes()
+    assert not list(folder.glob("*.pftrace*"))
+    assert [p.name for p in folder.rglob(".*") if p.is_file()] == []
+
+
+def test_a_move_a_worker_refuses_fails_the_perfetto_alone_and_leaves_nothing(tmp_path, monkeypatch):
+    """A move job that cannot be done (here: a table that misses the part's tracks) is
+    refused by its worker; the Perfetto export fails, named; nothing is left."""
+    from iket_cli.decode.split import pftrace_join
+
+    _perfetto_by_ctas(monkeypatch)
+    planned = pftrace_join.Join.launch
+
+    def short_tables(self, number, spools, firsts):
+        jobs = planned(self, number, spools, firsts)
+        for job in jobs:
+            job["table"] = job["table"][:3]
+        return jobs
+
+    monkeypatch.setattr(pftrace_join.Join, "launch", short_tables)
+    folder = kept(tmp_path, "cute_pipeline")
+    outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=2)}
+    failed = outcomes["perfetto"]
+    assert failed.error and "joining its launches" in failed.error, failed.error
+    assert outcomes["json"].error is None
+    assert not list(folder.glob("*.pftrace*"))
     assert [p.name for p in folder.rglob(".*") if p.is_file()] == []

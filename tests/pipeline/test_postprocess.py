@@ -147,3 +147,25 @@ def test_at_most_two_assembled_traces_are_held():
         for outcome in outcomes:
             decoding._hold(outcome)
     assert [o.trace is not None for o in outcomes] == [False, False, True, True]
+
+
+def test_the_manifest_says_how_a_perfetto_export_was_joined(tmp_path, monkeypatch):
+    """A Perfetto export joined from CTA chunks is run-iket's trace, not its bytes: the
+    manifest's artifact says so (parts, identity), and a later rescan keeps it."""
+    from iket_cli.decode import pool
+    from iket_cli.decode.split import chunks
+    from iket_cli.model import artifacts as artifacts_mod
+    from iket_cli.pipeline.postprocess import postprocess_capture
+
+    monkeypatch.setattr(pool, "INLINE_BYTES", -1)
+    monkeypatch.setattr(chunks, "MIN_WARP_BYTES", 0)
+    monkeypatch.setattr(chunks, "perfetto_chunk_bytes", lambda raw_bytes, cpus: 1)
+    folder = kept(tmp_path, "cute_pipeline")
+    record, outcomes, _ = postprocess_capture(folder, ["perfetto", "html"], jobs=2)
+    assert all(o.error is None for o in outcomes)
+    (process,) = record["processes"]
+    assert process["artifacts"]["perfetto"]["joined"] == {"parts": 8, "identity": "trace"}
+    assert process["artifacts"]["pftrace_gz"]["joined"] == {"parts": 8, "identity": "trace"}
+    assert "joined" not in process["artifacts"]["html"]
+    (again,) = artifacts_mod.rescan(folder, record["processes"])
+    assert again["artifacts"]["perfetto"]["joined"] == {"parts": 8, "identity": "trace"}

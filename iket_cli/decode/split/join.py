@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...model import jsonio
+from ...model.vocab import JSON_EXPORT
 from ..tasks import indices_name, part_name, spool_name
 from . import chunks, indices
 from .layout import bounds, file_bounds, mapped, tables_text
@@ -76,9 +77,12 @@ def _chunk_counts(data: dict, chunk_bytes: int | None) -> list[int]:
     return counts if len(counts) > 1 or sum(counts) > 1 else []
 
 
-def part_manifests(raw: Path, chunk_bytes: int | None = None) -> list[LaunchPart] | None:
+def part_manifests(
+    raw: Path, chunk_bytes: int | None = None, export: str = JSON_EXPORT
+) -> list[LaunchPart] | None:
     """Write one raw manifest per decodable launch beside ``raw`` (and, with ``chunk_bytes``,
     one per chunk of CTAs of each launch whose raw data exceeds it); None if not worth it.
+    Named for ``export``'s parts (:data:`..tasks.PART_PREFIX`).
 
     The parts sit in the same folder, so their data references (relative file names; the
     decoder aborts on absolute ones) still point at the original ``iket.data.bin``.
@@ -89,7 +93,7 @@ def part_manifests(raw: Path, chunk_bytes: int | None = None) -> list[LaunchPart
         return None
     parts = []
     for number, (launch, count) in enumerate(zip(_decodable(data), counts, strict=True)):
-        path = raw.with_name(part_name(raw.name, number))
+        path = raw.with_name(part_name(raw.name, number, None, export))
         path.write_text(json.dumps({**data, "launches": [launch]}))
         if count < 2:
             parts.append(LaunchPart(path))
@@ -97,7 +101,7 @@ def part_manifests(raw: Path, chunk_bytes: int | None = None) -> list[LaunchPart
         ctas = chunks.ctas(launch)
         pieces = []
         for chunk_no, (first, last) in enumerate(chunks.spans(ctas, count)):
-            pieces.append(raw.with_name(part_name(raw.name, number, chunk_no)))
+            pieces.append(raw.with_name(part_name(raw.name, number, chunk_no, export)))
             pieces[-1].write_text(json.dumps({**data, "launches": [chunks.chunk(launch, first, last)]}))
         parts.append(LaunchPart(path, tuple(pieces), ctas))
     return parts
@@ -220,11 +224,11 @@ class Merger:
             names, locs = self._maps()
             self.handle.write(b",")
             if indices.unchanged(names) and indices.unchanged(locs):
-                _copy(source, self.handle, start, end - start)  # the same tables: as it is
+                copy_range(source, self.handle, start, end - start)  # the same tables: as it is
                 return found
             with mapped(source, write=True) as data:
                 if _rewritten(data, start, end, names, locs, found):
-                    _copy(source, self.handle, start, end - start)
+                    copy_range(source, self.handle, start, end - start)
                 else:  # a number changed its length: the rewritten bytes pass through here
                     self.handle.write(indices.remapped(memoryview(data)[start:end], names, locs, found))
         return found
@@ -286,7 +290,7 @@ def _added(counts: tuple[int, int] | None, more: tuple[int, int] | None) -> tupl
     return counts[0] + more[0], counts[1] + more[1]
 
 
-def _copy(source, target, offset: int, count: int) -> None:
+def copy_range(source, target, offset: int, count: int) -> None:
     """``count`` bytes of ``source`` from ``offset`` onto the end of ``target``, by the kernel."""
     target.flush()
     try:

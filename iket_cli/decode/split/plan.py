@@ -88,7 +88,8 @@ class Batch:
 
 
 class Pieces:
-    """One job of a launch's stitch (:func:`.stitch_jobs.write`) and the future of its answer."""
+    """One job of a launch's stitch (:func:`.stitch_jobs.write`) or of a Perfetto join
+    (:func:`.pftrace_parts.move`) and the future of its answer."""
 
     def __init__(self, job: dict) -> None:
         self.job = job
@@ -97,19 +98,24 @@ class Pieces:
 
 class Writers:
     """What writes a stitch's jobs: the batch's workers, ``parts`` of them side by side. A job
-    a worker could not write raises: OSError with its errno and no file name (a full disk:
-    the pool names the artifact, not the temporary file), ValueError otherwise (refused, or
-    the worker ended)."""
+    a worker could not write raises (:func:`checked`)."""
 
     def __init__(self, batch: Batch, parts: int) -> None:
         self.batch, self.parts = batch, parts
 
     def __call__(self, jobs: list[dict]) -> None:
-        answers = [future.result() for future in self.batch.first(jobs)]
-        for answer in answers:
-            if answer is None:
-                raise ValueError("a worker writing the launch ended")
-            if answer.get("error") and answer.get("errno"):
-                raise OSError(answer["errno"], answer["error"])
-            if answer.get("error"):
-                raise ValueError(answer["error"])
+        for future in self.batch.first(jobs):
+            checked(future.result())
+
+
+def checked(answer: dict | None) -> dict:
+    """A worker's answer to a job, or the error it says: OSError with its errno and no file
+    name (a full disk: the pool names the artifact, not the temporary file), ValueError
+    otherwise (refused, or the worker ended)."""
+    if answer is None:
+        raise ValueError("a worker writing the launch ended")
+    if answer.get("error") and answer.get("errno"):
+        raise OSError(answer["errno"], answer["error"])
+    if answer.get("error"):
+        raise ValueError(answer["error"])
+    return answer

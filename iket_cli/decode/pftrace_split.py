@@ -1,0 +1,100 @@
+"""A big process's Perfetto export, by launches and CTA chunks, in the pool's workers.
+
+NVIDIA's decoder exports a process's Perfetto trace on one core; here each launch (or each
+CTA chunk of a big launch, :mod:`.split.chunks`) is exported by the pool's long-lived workers
+side by side with the other tasks, within ``--jobs``. As soon as a launch's parts are done
+it is planned (:class:`.split.pftrace_join.Join`: the uuids its tracks take in the whole
+trace) and its move jobs go to the same workers before any further export: they rewrite and
+deflate the parts side by side (:func:`.split.pftrace_parts.move`). Once every launch is
+moved, the ``.pftrace`` and ``.pftrace.gz`` are written from the moved sections by kernel
+copies. A launch whose chunks do not join is exported whole. A part whose worker dies fails
+this export alone, named by its launch (and chunk); nothing it wrote is left.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from . import decoder
+from .split import pftrace_join
+from .split.join import LaunchPart
+from .split.plan import Batch, checked
+from .tasks import Outcome, Task, indices_name
+
+if TYPE_CHECKING:
+    from .pool import Decoding
+
+
+def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcome:
+    """Export ``task`` (a Perfetto export) by its ``launches`` and join them."""
+    start = time.monotonic()
+    outputs = [task.out_dir / name for name in task.outputs()]
+    temps = [decoder.temporary(path) for path in outputs]
+    pftrace = next((t for t, o in zip(temps, outputs, strict=True) if not o.name.endswith(".gz")), None)
+    gz = next((t for t, o in zip(temps, outputs, strict=True) if o.name.endswith(".gz")), None)
+    parts = task.parts(len(launches))
+    units = task.units([len(launch.chunks) or 1 for launch in launches])
+    batch = Batch([unit for group in units for unit in group])
+    servers = [run.part_pool.submit(run.serve, batch) for _ in range(min(run.jobs, len(batch.futures)))]
+    join = pftrace_join.Join(len(launches), pftrace=pftrace is not None, gz=gz is not None)
+    moves: list = []
+    chunked = False
+    try:
+        for number, (part, launch, group) in enumerate(zip(parts, launches, units, strict=True)):
+            outcomes = [batch.futures[unit].result() for unit in group]
+            failed = next((done for done in outcomes if done.cancelled or done.error), None)
+            if failed is None:
+                jobs, failed = _planned(run, join, number, part, launch, [done.task for done in outcomes])
+                chunked = chunked or (failed is None and len(join.launches[-1]) > 1)
+            if failed is not None:
+                batch.abandon()
+                return run.part_failed(task, failed, start, servers)
+            moves += zip(jobs, batch.first(jobs), strict=True)
+        for job, future in moves:
+            join.answered(job, checked(future.result()))
+        with run.slots(urgent=True):
+            join.write(pftrace, gz)
+        for tmp, out in zip(temps, outputs, strict=True):
+            os.replace(tmp, out)
+    except OSError as error:
+        message = f"{error.strerror or error} writing {error.filename or outputs[0]}"
+        return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
+    except ValueError as error:  # a part the join cannot read, or a worker that ended
+        if run.workers.cancelled:
+            return Outcome(task, time.monotonic() - start, cancelled=True)
+        return Outcome(task, time.monotonic() - start, error=f"{task.raw}: joining its launches: {error}")
+    finally:
+        batch.abandon()
+        for path in [*temps, *join.leftovers()]:
+            path.unlink(missing_ok=True)
+        for unit in [*parts, *batch.futures]:
+            _remove(unit)
+    parts_joined = sum(len(units) for units in join.launches)
+    joined = {"parts": parts_joined, "identity": "trace" if chunked else "bytes"}
+    return Outcome(task, time.monotonic() - start, written=[out.name for out in outputs], joined=joined)
+
+
+def _planned(run: Decoding, join: pftrace_join.Join, number: int, part: Task, launch: LaunchPart, done: list):
+    """Plan one exported launch: (its move jobs, None), or (None, the Outcome of its whole
+    export when that failed). Chunks that do not join cost a whole export of the launch."""
+    spools = [unit.out_dir / unit.outputs()[0] for unit in done]
+    try:
+        return join.launch(number, spools, launch.firsts if launch.chunks else [0]), None
+    except ValueError:
+        if not launch.chunks:
+            raise
+    with run.slots(urgent=True):
+        whole = run.workers.decode(part)
+    if whole.error or whole.cancelled:
+        return None, whole
+    return join.launch(number, [part.out_dir / part.outputs()[0]], [0]), None
+
+
+def _remove(unit: Task) -> None:
+    """A part's manifest, spool and what its worker kept beside it."""
+    unit.raw.unlink(missing_ok=True)
+    spooled = unit.out_dir / unit.outputs()[0]
+    for path in (spooled, spooled.with_name(indices_name(spooled.name))):
+        path.unlink(missing_ok=True)

@@ -1,0 +1,139 @@
+"""A part of a split Perfetto export, in its worker: exported and described, then moved.
+
+A worker exports one launch, or one CTA chunk of a launch (:mod:`.chunks`), with NVIDIA's
+decoder, spools it and writes beside it what the join needs to plan it (:func:`spool`): where
+its events begin, its tracks (uuid, parent, name) in the order the decoder wrote them, and,
+for a chunk, the events on the tracks it shares with the other chunks (its grid, GPCs and
+TPCs). Once the parts before it are planned (:mod:`.pftrace_join`), a job (:func:`move`)
+rewrites its descriptors and moves its events to their uuids in the whole trace
+(:mod:`.pftrace_events`), and deflates both for the ``.pftrace.gz``: so the bytes are moved
+and compressed by the workers side by side, not by the process that joins them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ...model import pftrace as P
+from . import gzip_parts
+from .pftrace_events import DROP, PAD, descriptors_end, find, moved, moved_descriptors, pieces
+
+#: Keys of what :func:`spool` keeps beside a part (its "sidecar").
+EVENTS, TRACKS, SHARED = "events", "tracks", "shared"
+CTA_PREFIX = "CTA("
+
+
+def spool(decoder, path: Path, sidecar: Path, *, chunk: bool) -> None:
+    """Export one part with ``decoder`` (closed once exported) to ``path``, described in
+    ``sidecar`` (JSON); ``chunk``: also keep the events on the tracks above its CTAs."""
+    try:
+        data = decoder.export_perfetto_trace()
+    finally:
+        decoder.close()
+    path.write_bytes(data)
+    begin = descriptors_end(data)
+    tracks = described(data[:begin])
+    found = {EVENTS: begin, TRACKS: tracks}
+    if chunk:
+        above = shared_tracks(tracks)
+        found[SHARED] = [packet.hex() for packet in events_on(data[begin:], above)]
+    sidecar.write_text(json.dumps(found))
+
+
+def described(descriptors: bytes) -> list[list]:
+    """[uuid, parent uuid (0: none), name] of each track descriptor, in order."""
+    tracks = []
+    for _, _, packet in P.fields(descriptors):
+        body = next(value for number, _, value in P.fields(packet) if number == P.PACKET_TRACK_DESCRIPTOR)
+        found = {number: value for number, _, value in P.fields(body)}
+        name = found.get(P.DESCRIPTOR_NAME, b"")
+        tracks.append(
+            [
+                found.get(P.DESCRIPTOR_UUID, 0),
+                found.get(P.DESCRIPTOR_PARENT_UUID, 0),
+                bytes(name).decode("utf-8"),
+            ]
+        )
+    return tracks
+
+
+def shared_tracks(tracks: list[list]) -> set[int]:
+    """The tracks of a chunk that other chunks of its launch have too: those with no CTA
+    at or above them (the root, the grid, its GPCs and TPCs)."""
+    parent = {uuid: up for uuid, up, _ in tracks}
+    name = {uuid: text for uuid, _, text in tracks}
+    shared = set()
+    for uuid in parent:
+        at, seen = uuid, 0
+        while at in parent and not name[at].startswith(CTA_PREFIX) and seen <= len(parent):
+            at, seen = parent[at], seen + 1
+        if at not in parent:
+            shared.add(uuid)
+    return shared
+
+
+def events_on(events: bytes, uuids: set[int]) -> list[bytes]:
+    """The bodies of the event packets on the tracks ``uuids``, in order."""
+    if not events or not uuids:
+        return []
+    found = find(np.frombuffer(events + bytes(PAD), np.uint8), len(events))
+    wanted = np.isin(found.value, list(uuids))
+    starts, ends = found.start.tolist(), found.end.tolist()
+    out = []
+    for begin, stop, which in pieces(found, len(events)):
+        if which is None:  # packets of other shapes, one by one
+            for _, _, packet in P.fields(events[begin:stop]):
+                event = next((v for n, _, v in P.fields(packet) if n == P.PACKET_TRACK_EVENT), b"")
+                if next((v for n, _, v in P.fields(event) if n == P.EVENT_TRACK_UUID), None) in uuids:
+                    out.append(bytes(packet))
+            continue
+        for index in (np.flatnonzero(wanted[which]) + which.start).tolist():
+            out.append(next(value for _, _, value in P.fields(events[starts[index] : ends[index]])))
+    return out
+
+
+def move(job: dict) -> dict:
+    """Write one part as the whole trace numbers it (a job planned by :mod:`.pftrace_join`):
+    its descriptors (those in ``drop`` left out, ``rename``'d ones renamed and ranked), then
+    its events (those on the tracks ``silent`` left out), uuids looked up in its table; to
+    ``job["out"]`` if given, deflated to ``job["deflated"]`` if given. Returns the sizes (and
+    checksums) of both sections and the event packets left out (hex)."""
+    data = Path(job["spool"]).read_bytes()
+    begin = job["events"]
+    table = np.asarray(job["table"], np.int64)
+    descriptors = _descriptors(data[:begin], table, set(job["drop"]), job["rename"])
+    on_events = table.copy()
+    on_events[job["silent"]] = DROP
+    events, dropped = moved(data[begin:], on_events)
+    sections = [descriptors, events]
+    answer: dict = {"sizes": [len(s) for s in sections], "dropped": [p.hex() for p in dropped]}
+    if job.get("out"):
+        Path(job["out"]).write_bytes(descriptors + events)
+    if job.get("deflated"):
+        answer["deflated"] = gzip_parts.deflate_to(Path(job["deflated"]), sections)
+    return answer
+
+
+def _descriptors(data: bytes, table: np.ndarray, drop: set[int], rename: dict) -> bytes:
+    """The track descriptors in ``data`` as the whole trace has them: moved in numpy, the
+    few renamed ones (a grid, a chunk's CTAs) rewritten by the walker."""
+    special = {int(uuid): _renamer(table, name, rank) for uuid, (name, rank) in rename.items()}
+    return moved_descriptors(data, table, drop, special)
+
+
+def _renamer(table: np.ndarray, name: str, rank: int | None):
+    def renamed(packet: bytes) -> bytes:
+        body = next(value for number, _, value in P.fields(packet) if number == P.PACKET_TRACK_DESCRIPTOR)
+        changes: dict[int, object] = {
+            P.DESCRIPTOR_UUID: lambda v: int(table[v]),
+            P.DESCRIPTOR_PARENT_UUID: lambda v: int(table[v]),
+            P.DESCRIPTOR_NAME: name.encode("utf-8"),
+        }
+        if rank is not None:
+            changes[P.DESCRIPTOR_SIBLING_ORDER_RANK] = rank
+        return P.rewrite(packet, {P.PACKET_TRACK_DESCRIPTOR: P.rewrite(body, changes)})
+
+    return renamed
