@@ -16,20 +16,22 @@ from __future__ import annotations
 #: worker less memory, but give the stitch more runs; the measured choice: docs/benchmarks.md,
 #: "The stitch written by the workers, and smaller chunks".
 CHUNK_RAW_BYTES = 1 << 19
-#: Raw bytes of a launch per chunk of its Perfetto export, at least: the decoder's Perfetto
-#: export costs less per event than its JSON one, and each part adds a move to the join, so
-#: a process's Perfetto export is cut in about as many parts as there are CPUs, no more
-#: (:func:`perfetto_chunk_bytes`; docs/benchmarks.md, "The Perfetto export split").
-PERFETTO_CHUNK_RAW_BYTES = 1 << 21
+#: Raw bytes of a launch per chunk of its Perfetto export, at least. A process's Perfetto
+#: export is cut in about :data:`PERFETTO_PARTS_PER_CPU` parts a CPU: small parts decode at
+#: the decoder's best speed and each takes a fraction of a whole export's memory, while each
+#: part costs a move and a worker's turn (:func:`perfetto_chunk_bytes`; docs/benchmarks.md,
+#: "The Perfetto export split").
+PERFETTO_CHUNK_RAW_BYTES = 1 << 20
+PERFETTO_PARTS_PER_CPU = 4
 #: Raw bytes a warp must be able to record for its launch to be split (see chunk_count).
 MIN_WARP_BYTES = 128
 WARP = 32
 
 
 def perfetto_chunk_bytes(raw_bytes: int, cpus: int) -> int:
-    """The raw bytes per chunk of a Perfetto export of ``raw_bytes`` on ``cpus`` CPUs: its
-    share of the CPUs, at least :data:`PERFETTO_CHUNK_RAW_BYTES`."""
-    return max(PERFETTO_CHUNK_RAW_BYTES, -(-raw_bytes // max(cpus, 1)))
+    """The raw bytes per chunk of a Perfetto export of ``raw_bytes`` on ``cpus`` CPUs: a
+    share of :data:`PERFETTO_PARTS_PER_CPU` parts a CPU, at least :data:`PERFETTO_CHUNK_RAW_BYTES`."""
+    return max(PERFETTO_CHUNK_RAW_BYTES, -(-raw_bytes // max(PERFETTO_PARTS_PER_CPU * cpus, 1)))
 
 
 def ctas(launch: dict) -> int:

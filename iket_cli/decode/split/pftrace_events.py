@@ -22,6 +22,7 @@ from ...model import pftrace as P
 PACKET_KEY = P.TRACE_PACKET << 3 | 2
 TIMESTAMP_KEY = P.PACKET_TIMESTAMP << 3
 SEQUENCE_KEY = P.PACKET_SEQUENCE_ID << 3
+TYPE_KEY = P.EVENT_TYPE << 3
 EVENT_KEY = P.PACKET_TRACK_EVENT << 3 | 2
 UUID_KEY = P.EVENT_TRACK_UUID << 3
 #: Fields skipped, at most, before the one looked for (the decoder writes two or three).
@@ -58,6 +59,7 @@ class Packets(NamedTuple):
     event: np.ndarray  #: the TrackEvent field's key
     uuid: np.ndarray  #: the track uuid field's key
     value: np.ndarray  #: the track uuid
+    width: np.ndarray  #: the bytes of its varint
 
 
 def padded(data: bytes) -> np.ndarray:
@@ -133,14 +135,22 @@ def find(a: np.ndarray, end: int) -> Packets:
     stop = first + 2 + a[first + 1]
     keep = stop <= end
     first, stop = first[keep], stop[keep]
-    uuid = _field(a, first + 16, np.minimum(first + 16 + a[first + 15], stop), UUID_KEY)
-    quick = Packets(first, stop, first + 14, uuid, uuid)
+    uuid = first + 18  # most events open with their type (a one-byte value), then the uuid
+    plain = (a[first + 16] == TYPE_KEY) & (a[first + 17] < 0x80) & (a[uuid] == UUID_KEY)
+    rest = np.flatnonzero(~plain)
+    uuid[rest] = _field(
+        a, first[rest] + 16, np.minimum(first[rest] + 16 + a[first[rest] + 15], stop[rest]), UUID_KEY
+    )
+    quick = Packets(first, stop, first + 14, uuid, uuid, uuid)
     other = _found_slowly(a, c[~usual], end)
-    merged = [np.concatenate([x, y]) for x, y in zip(quick, other, strict=True)]
-    merged = Packets(*(column[merged[3] >= 0] for column in merged))
-    order = np.argsort(merged.start, kind="stable")
-    merged = Packets(*(column[order] for column in merged))
-    return merged._replace(value=_value(a, merged.uuid + 1, _width(a, merged.uuid + 1)))
+    if len(other.start):
+        merged = [np.concatenate([x, y]) for x, y in zip(quick, other, strict=True)]
+        order = np.argsort(merged[0], kind="stable")
+        quick = Packets(*(column[order] for column in merged))
+    if (quick.uuid < 0).any():
+        quick = Packets(*(column[quick.uuid >= 0] for column in quick))
+    width = _width(a, quick.uuid + 1)
+    return quick._replace(value=_value(a, quick.uuid + 1, width), width=width)
 
 
 def _found_slowly(a: np.ndarray, c: np.ndarray, end: int) -> Packets:
@@ -158,7 +168,7 @@ def _found_slowly(a: np.ndarray, c: np.ndarray, end: int) -> Packets:
     event_end = event_body + _value(a, event + 1, event_width)
     uuid = _field(a, event_body, np.minimum(event_end, stop), UUID_KEY)
     uuid[event_end > stop] = -1
-    return Packets(c, stop, event, uuid, uuid)
+    return Packets(c, stop, event, uuid, uuid, uuid)
 
 
 def pieces(found: Packets, end: int) -> list[tuple[int, int, slice | None]]:
@@ -212,7 +222,7 @@ def _looked_up(table: np.ndarray, uuid: int) -> int:
     return int(table[uuid])
 
 
-def moved(events: bytes, table: np.ndarray) -> tuple[bytes, list[bytes]]:
+def moved(events: bytes | memoryview, table: np.ndarray) -> tuple[bytes, list[bytes]]:
     """``events`` (packets, from :func:`descriptors_end` on) with each event's track uuid
     ``u`` replaced by ``table[u]``, the lengths around it rewritten; the events whose new
     uuid is :data:`DROP` left out and returned apart (their packets' bodies)."""
@@ -246,19 +256,19 @@ def _moved_run(run: np.ndarray, size: int, found: Packets, table: np.ndarray, dr
     if not gone.any() and np.array_equal(new, found.value):
         return run[:size].tobytes()
     keep = ~gone
-    start, event, uuid, new = found.start[keep], found.event[keep], found.uuid[keep], new[keep]
-    packet_width, event_width = _width(run, start + 1), _width(run, event + 1)
-    uuid_width = _width(run, uuid + 1)
+    uuid, new, uuid_width = found.uuid[keep], new[keep], found.width[keep]
     grow_uuid = _digits(new) - uuid_width
-    event_size = _value(run, event + 1, event_width) + grow_uuid
+    grown = np.flatnonzero(keep)[grow_uuid != 0]  # only their lengths change
+    start, event, grow_uuid_kept = found.start[grown], found.event[grown], grow_uuid[grow_uuid != 0]
+    packet_width, event_width = _width(run, start + 1), _width(run, event + 1)
+    event_size = _value(run, event + 1, event_width) + grow_uuid_kept
     grow_event = _digits(event_size) - event_width
-    packet_size = _value(run, start + 1, packet_width) + grow_uuid + grow_event
-    grown = np.flatnonzero(grow_uuid != 0)  # only their lengths change
-    at = np.concatenate([start[grown] + 1, event[grown] + 1, uuid + 1])
-    old = np.concatenate([packet_width[grown], event_width[grown], uuid_width])
-    values = np.concatenate([packet_size[grown], event_size[grown], new])
+    packet_size = _value(run, start + 1, packet_width) + grow_uuid_kept + grow_event
+    at = np.concatenate([start + 1, event + 1, uuid + 1])
+    old = np.concatenate([packet_width, event_width, uuid_width])
+    values = np.concatenate([packet_size, event_size, new])
     cuts = [(b, e) for b, e in zip(found.start[gone].tolist(), found.end[gone].tolist(), strict=True)]
-    return _edited(run[:size].copy(), at, old, values, cuts).tobytes()
+    return _edited(run[:size], at, old, values, cuts).tobytes()  # ``run``: a copy of ours
 
 
 def _digits(value: np.ndarray) -> np.ndarray:

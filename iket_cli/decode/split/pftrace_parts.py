@@ -101,7 +101,7 @@ def move(job: dict) -> dict:
     its events (those on the tracks ``silent`` left out), uuids looked up in its table; to
     ``job["out"]`` if given, deflated to ``job["deflated"]`` if given. Returns the sizes (and
     checksums) of both sections and the event packets left out (hex)."""
-    data = Path(job["spool"]).read_bytes()
+    data = memoryview(Path(job["spool"]).read_bytes())  # slices of it are not copies
     begin = job["events"]
     table = np.asarray(job["table"], np.int64)
     descriptors = _descriptors(data[:begin], table, set(job["drop"]), job["rename"])
@@ -110,8 +110,10 @@ def move(job: dict) -> dict:
     events, dropped = moved(data[begin:], on_events)
     sections = [descriptors, events]
     answer: dict = {"sizes": [len(s) for s in sections], "dropped": [p.hex() for p in dropped]}
+    del data
     if job.get("out"):
-        Path(job["out"]).write_bytes(descriptors + events)
+        with open(job["out"], "wb") as handle:
+            handle.writelines(sections)
     if job.get("deflated"):
         answer["deflated"] = gzip_parts.deflate_to(Path(job["deflated"]), sections)
     return answer
