@@ -301,22 +301,8 @@ def test_a_chunk_whose_worker_dies_fails_the_json_alone_and_leaves_nothing(tmp_p
     """A chunk the decoder aborts on (its manifest points past the data) takes its worker:
     the JSON export fails named by launch and chunk, the Perfetto export stands, no chunk,
     spool or worker is left."""
-    from iket_cli.decode.split import join
-
     _by_ctas(monkeypatch)
-    written = join.part_manifests
-
-    def one_broken(raw, chunk_bytes=None, export="json"):
-        parts = written(raw, chunk_bytes, export)
-        if export != "json":
-            return parts
-        chunk = parts[0].chunks[2]
-        data = json.loads(chunk.read_text())
-        data["launches"][0]["dataRef"]["offset"] = 1 << 40
-        chunk.write_text(json.dumps(data))
-        return parts
-
-    monkeypatch.setattr(join, "part_manifests", one_broken)
+    _a_chunk_past_the_data(monkeypatch, "json")
     folder = kept(tmp_path, "cute_pipeline")
     outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=2)}
     failed = outcomes["json"]
@@ -344,6 +330,25 @@ def test_a_stitch_job_a_worker_refuses_fails_the_json_alone_and_leaves_nothing(t
     assert outcomes["perfetto"].error is None and len([a for a in started if "--serve" in a]) == 2
     assert not (folder / "iket_pid_0xfc5.trace.json").exists()
     assert [p.name for p in folder.rglob(".*") if p.is_file()] == []
+
+
+def _a_chunk_past_the_data(monkeypatch, export: str) -> None:
+    """The third CTA chunk of ``export``'s first launch points past the end of the raw data:
+    the decoder aborts its worker on it."""
+    from iket_cli.decode.split import join
+
+    written = join.part_manifests
+
+    def one_broken(raw, chunk_bytes=None, which="json"):
+        parts = written(raw, chunk_bytes, which)
+        if which == export:
+            chunk = parts[0].chunks[2]
+            data = json.loads(chunk.read_text())
+            data["launches"][0]["dataRef"]["offset"] = 1 << 40
+            chunk.write_text(json.dumps(data))
+        return parts
+
+    monkeypatch.setattr(join, "part_manifests", one_broken)
 
 
 def _perfetto_by_ctas(monkeypatch) -> list:
@@ -398,21 +403,8 @@ def test_a_perfetto_chunk_whose_worker_dies_fails_the_perfetto_alone_and_leaves_
     """A chunk of the Perfetto export the decoder aborts on takes its worker: the Perfetto
     export fails named by launch and chunk, the JSON export stands (run-iket's bytes), no
     part, spool, moved section or half-written .pftrace is left."""
-    from iket_cli.decode.split import join
-
     _perfetto_by_ctas(monkeypatch)
-    written = join.part_manifests
-
-    def one_broken(raw, chunk_bytes=None, export="json"):
-        parts = written(raw, chunk_bytes, export)
-        if export == "perfetto":
-            chunk = parts[0].chunks[2]
-            data = json.loads(chunk.read_text())
-            data["launches"][0]["dataRef"]["offset"] = 1 << 40
-            chunk.write_text(json.dumps(data))
-        return parts
-
-    monkeypatch.setattr(join, "part_manifests", one_broken)
+    _a_chunk_past_the_data(monkeypatch, "perfetto")
     folder = kept(tmp_path, "cute_pipeline")
     outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto", "html"]), jobs=2)}
     failed = outcomes["perfetto"]

@@ -99,17 +99,17 @@ def move(job: dict) -> dict:
     """Write one part as the whole trace numbers it (a job planned by :mod:`.pftrace_join`):
     its descriptors (those in ``drop`` left out, ``rename``'d ones renamed and ranked), then
     its events (those on the tracks ``silent`` left out), uuids looked up in its table; to
-    ``job["out"]`` if given, deflated to ``job["deflated"]`` if given. Returns the sizes (and
-    checksums) of both sections and the event packets left out (hex)."""
+    ``job["out"]`` if given, deflated to ``job["deflated"]`` if given. Returns the sizes of
+    both sections (and, deflated, their sizes and checksums)."""
     data = memoryview(Path(job["spool"]).read_bytes())  # slices of it are not copies
     begin = job["events"]
     table = np.asarray(job["table"], np.int64)
     descriptors = _descriptors(data[:begin], table, set(job["drop"]), job["rename"])
     on_events = table.copy()
     on_events[job["silent"]] = DROP
-    events, dropped = moved(data[begin:], on_events)
+    events, _ = moved(data[begin:], on_events)  # the kernel slices left out: planned from the sidecars
     sections = [descriptors, events]
-    answer: dict = {"sizes": [len(s) for s in sections], "dropped": [p.hex() for p in dropped]}
+    answer: dict = {"sizes": [len(s) for s in sections]}
     del data
     if job.get("out"):
         with open(job["out"], "wb") as handle:
