@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import wait
 from typing import TYPE_CHECKING
 
 from . import decoder
@@ -37,23 +38,19 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
     parts = task.parts(len(launches))
     units = task.units([len(launch.chunks) or 1 for launch in launches])
     batch = Batch([unit for group in units for unit in group])
-    servers = [run.part_pool.submit(run.serve, batch) for _ in range(min(run.jobs, len(batch.futures)))]
+    servers = run.servers(batch)
     join = pftrace_join.Join(len(launches), pftrace=pftrace is not None, gz=gz is not None)
-    moves: list = []
-    chunked = False
+    moves: list = []  # (job, the future of its answer), in the order planned
     try:
         for number, (part, launch, group) in enumerate(zip(parts, launches, units, strict=True)):
-            outcomes = [batch.futures[unit].result() for unit in group]
-            failed = next((done for done in outcomes if done.cancelled or done.error), None)
-            if failed is None:
-                jobs, failed = _planned(run, join, number, part, launch, [done.task for done in outcomes])
-                chunked = chunked or (failed is None and len(join.launches[-1]) > 1)
+            failed = _planned(run, join, number, part, launch, group, batch, moves)
             if failed is not None:
                 batch.abandon()
                 return run.part_failed(task, failed, start, servers)
-            moves += zip(jobs, batch.first(jobs), strict=True)
         for job, future in moves:
-            join.answered(job, checked(future.result()))
+            answer = future.result()
+            if not any(unit.job is job for unit in join.discarded):
+                join.answered(job, checked(answer))
         with run.slots(urgent=True):
             join.write(pftrace, gz)
         for tmp, out in zip(temps, outputs, strict=True):
@@ -67,29 +64,49 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
         return Outcome(task, time.monotonic() - start, error=f"{task.raw}: joining its launches: {error}")
     finally:
         batch.abandon()
+        wait(servers)  # no worker still writing a part's files when they are removed
         for path in [*temps, *join.leftovers()]:
             path.unlink(missing_ok=True)
         for unit in [*parts, *batch.futures]:
             _remove(unit)
-    parts_joined = sum(len(units) for units in join.launches)
-    joined = {"parts": parts_joined, "identity": "trace" if chunked else "bytes"}
+    chunked = any(len(units) > 1 for units in join.launches)
+    joined = {
+        "parts": sum(len(units) for units in join.launches),
+        "identity": "trace" if chunked else "bytes",
+    }
     return Outcome(task, time.monotonic() - start, written=[out.name for out in outputs], joined=joined)
 
 
-def _planned(run: Decoding, join: pftrace_join.Join, number: int, part: Task, launch: LaunchPart, done: list):
-    """Plan one exported launch: (its move jobs, None), or (None, the Outcome of its whole
-    export when that failed). Chunks that do not join cost a whole export of the launch."""
-    spools = [unit.out_dir / unit.outputs()[0] for unit in done]
+def _planned(
+    run: Decoding, join: pftrace_join.Join, number: int, part: Task, launch: LaunchPart, group, batch, moves
+) -> Outcome | None:
+    """Plan one launch part by part as its parts are exported, each part's move handed to
+    the workers at once (into ``moves``); the Outcome of the part that failed, else None.
+    Chunks that do not join cost a whole export of the launch."""
+    join.start(number, len(group))
     try:
-        return join.launch(number, spools, launch.firsts if launch.chunks else [0]), None
+        for unit, first in zip(group, launch.firsts if launch.chunks else [0], strict=True):
+            done = batch.futures[unit].result()
+            if done.cancelled or done.error:
+                return done
+            job = join.add(unit.out_dir / unit.outputs()[0], first)
+            moves += zip([job], batch.first([job]), strict=True) if job else []
+        join.end()
+        return None
     except ValueError:
         if not launch.chunks:
             raise
+    for unit in group:  # the chunks' exports still running end before the launch's own
+        batch.futures[unit].result()
     with run.slots(urgent=True):
         whole = run.workers.decode(part)
     if whole.error or whole.cancelled:
-        return None, whole
-    return join.launch(number, [part.out_dir / part.outputs()[0]], [0]), None
+        return whole
+    join.start(number, 1)
+    job = join.add(part.out_dir / part.outputs()[0])
+    moves += zip([job], batch.first([job]), strict=True) if job else []
+    join.end()
+    return None
 
 
 def _remove(unit: Task) -> None:

@@ -29,7 +29,7 @@ from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model.vocab import JSON_EXPORT
 from ..system import signals
 from ..system.runner import Cancelled, wait_all
-from . import decoder
+from . import decoder, pftrace_split
 from .split import chunks, columns, join, stitch
 from .split.plan import Batch, Pieces, Slots, Writers
 from .tasks import Outcome, Task, columns_name, drop_traces, indices_name, missing_input, part_leftovers
@@ -143,8 +143,10 @@ class Decoding:
             with self.slots():
                 outcome = self.workers.forked(task)
         elif _split(task) and (launches := _parts(task, self.cpus)):
-            split = self._by_launches if task.export == JSON_EXPORT else self._pftrace_by_launches
-            outcome = split(task, launches)
+            if task.export == JSON_EXPORT:
+                outcome = self._by_launches(task, launches)
+            else:
+                outcome = pftrace_split.by_launches(self, task, launches)
         else:
             with self.slots():
                 outcome = self.workers.decode(task)
@@ -157,6 +159,18 @@ class Decoding:
         """Keep the assembled traces of the last tasks only (:func:`.tasks.drop_traces`)."""
         self.done.append(outcome)
         drop_traces(self.done)
+
+    def servers(self, batch: Batch) -> list:
+        """Long-lived workers for ``batch``, within the slots. If the pool is being shut down
+        (an interrupt), the batch is abandoned first: no worker started waits on it for ever."""
+        started = []
+        try:
+            for _ in range(min(self.jobs, len(batch.futures))):
+                started.append(self.part_pool.submit(self.serve, batch))
+        except RuntimeError:  # "cannot schedule new futures after shutdown"
+            batch.abandon()
+            raise
+        return started
 
     def serve(self, batch: Batch) -> None:
         """A long-lived worker decoding the batch's units and writing its stitch jobs, one
@@ -199,9 +213,7 @@ class Decoding:
         parts = task.parts(len(launches))
         units = task.units([len(launch.chunks) or 1 for launch in launches])
         batch = Batch([unit for group in units for unit in group])
-        servers = [
-            self.part_pool.submit(self.serve, batch) for _ in range(min(self.jobs, len(batch.futures)))
-        ]
+        servers = self.servers(batch)
         scanned: list = []  # each launch, as its workers scanned it (html only)
         try:
             with join.Merger(tmp) as merger:
@@ -284,11 +296,6 @@ class Decoding:
             for done in outcomes:
                 _remove_spool(done.task)
         return spooled
-
-    def _pftrace_by_launches(self, task: Task, launches: list[join.LaunchPart]) -> Outcome:
-        from .pftrace_split import by_launches
-
-        return by_launches(self, task, launches)
 
     @staticmethod
     def part_failed(task: Task, done: Outcome, start: float, running: list) -> Outcome:

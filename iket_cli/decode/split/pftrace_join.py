@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...model import pftrace as P
@@ -54,8 +54,23 @@ class Unit:
         return Path(self.job["out"]), self.answer["sizes"]
 
 
+@dataclass
+class _Open:
+    """The launch being planned: its number, whether by chunks, the plan before it (to go
+    back to when its chunks do not join), and its chunks' shared tracks and kernel slices."""
+
+    number: int
+    chunked: bool
+    before: tuple[int, bool]
+    at: dict = field(default_factory=lambda: {(): ROOT})  # a shared track's path -> its uuid
+    slices: list = field(default_factory=list)
+    grid: tuple[str, ...] | None = None  # the grid's path
+
+
 class Join:
-    """The plan of one process's Perfetto export joined from its parts, launch by launch."""
+    """The plan of one process's Perfetto export joined from its parts, launch by launch and
+    part by part (:meth:`start`, :meth:`add` as each part is exported, :meth:`end`), so that
+    each part is moved as soon as it and the parts before it are exported."""
 
     def __init__(self, launches: int, *, pftrace: bool, gz: bool) -> None:
         self.width = len(str(launches))
@@ -64,46 +79,74 @@ class Join:
         self.launches: list[list[Unit]] = []
         self.rooted = False  # whether a part's root descriptor is already kept
         self.kernels: list[bytes] = []  # per launch, packets written before its parts' events
+        self.discarded: list[Unit] = []  # parts of launches whose chunks did not join
+        self._open: _Open | None = None
 
     def launch(self, number: int, spools: list[Path], firsts: list[int]) -> list[dict]:
-        """Plan launch ``number`` from its parts' spools (the launch, or its chunks with their
-        first CTAs); the move jobs to run, whose answers :meth:`answered` takes. Raises
-        ValueError when the chunks do not join (the launch is then exported whole)."""
-        found = [json.loads(_sidecar(spool).read_text()) for spool in spools]
-        before = (self.next, self.rooted)
+        """Plan launch ``number`` from all its parts' spools at once; its move jobs."""
+        self.start(number, len(spools))
+        jobs = [job for spool, first in zip(spools, firsts, strict=True) if (job := self.add(spool, first))]
+        self.end()
+        return jobs
+
+    def start(self, number: int, parts: int) -> None:
+        """Plan launch ``number`` next, exported in ``parts`` parts (more than one: its CTA chunks)."""
+        self._open = _Open(number, parts > 1, (self.next, self.rooted))
+        self.launches.append([])
+
+    def add(self, spool: Path, first: int = 0) -> dict | None:
+        """Plan the launch's next part (its spool; a chunk's first CTA): its move job, or
+        None when its bytes are the whole trace's as they are. Raises ValueError when the
+        chunks do not join (the launch is then forgotten: :meth:`drop`)."""
+        info = json.loads(_sidecar(spool).read_text())
         try:
-            plans = self._one(found[0]) if len(spools) == 1 else self._chunks(found, firsts)
-        except (ValueError, KeyError, StopIteration) as error:  # planned as if never tried
-            self.next, self.rooted = before
-            raise ValueError(f"its parts do not join ({error})") from None
-        units = []
-        for spool, info, (table, drop, rename, silent) in zip(spools, found, plans, strict=True):
+            table, drop, rename, silent = self._chunk(info, first) if self._open.chunked else self._one(info)
             grid = next(uuid for uuid, parent, _ in info[TRACKS] if parent == ROOT)
-            rename[str(grid)] = [f"Grid{number + 1:0{self.width}d}", number]
-            same = all(table[uuid] == uuid for uuid, _, _ in info[TRACKS])
-            job = None
-            if self.gz or drop or silent or not same or _renames(info, rename):
-                job = {
-                    "kind": "move",
-                    "spool": str(spool),
-                    "events": info[EVENTS],
-                    "table": table,
-                    "drop": sorted(drop),
-                    "silent": sorted(silent),
-                    "rename": rename,
-                    "out": str(spool.with_suffix("." + MOVED)) if self.pftrace else "",
-                    "deflated": str(spool.with_suffix("." + DEFLATED)) if self.gz else "",
-                }
-            units.append(Unit(spool, info[EVENTS], job))
-        self.launches.append(units)
-        return [unit.job for unit in units if unit.job is not None]
+        except (ValueError, KeyError, StopIteration) as error:
+            self.drop()
+            raise ValueError(f"its parts do not join ({error})") from None
+        number = self._open.number
+        rename[str(grid)] = [f"Grid{number + 1:0{self.width}d}", number]
+        same = all(table[uuid] == uuid for uuid, _, _ in info[TRACKS])
+        job = None
+        if self.gz or drop or silent or not same or _renames(info, rename):
+            job = {
+                "kind": "move",
+                "spool": str(spool),
+                "events": info[EVENTS],
+                "table": table,
+                "drop": sorted(drop),
+                "silent": sorted(silent),
+                "rename": rename,
+                "out": str(spool.with_suffix("." + MOVED)) if self.pftrace else "",
+                "deflated": str(spool.with_suffix("." + DEFLATED)) if self.gz else "",
+            }
+        self.launches[-1].append(Unit(spool, info[EVENTS], job))
+        return job
+
+    def end(self) -> None:
+        """The launch's parts are all planned: its chunks' kernel slices made one."""
+        opened = self._open
+        try:
+            self.kernels.append(_one_slice(opened.slices, opened.at[opened.grid]) if opened.chunked else b"")
+        except (ValueError, KeyError) as error:
+            self.drop()
+            raise ValueError(f"its parts do not join ({error})") from None
+        self._open = None
+
+    def drop(self) -> None:
+        """Forget the launch being planned, as if never tried; the parts already planned are
+        kept aside (:attr:`discarded`) for their files to be removed."""
+        self.next, self.rooted = self._open.before
+        self.discarded += self.launches.pop()
+        self._open = None
 
     def _root(self) -> set[int]:
         """The root's descriptor left out (a set of its uuid) but by the first part."""
         first, self.rooted = not self.rooted, True
         return set() if first else {ROOT}
 
-    def _one(self, info: dict) -> list[tuple[list[int], set[int], dict, set[int]]]:
+    def _one(self, info: dict) -> tuple[list[int], set[int], dict, set[int]]:
         """A launch exported alone: its tracks after those before it, in its order."""
         tracks = info[TRACKS]
         table = [0] * (max(uuid for uuid, _, _ in tracks) + 1)
@@ -113,42 +156,34 @@ class Join:
                 table[uuid], drop = ROOT, self._root()
                 continue
             table[uuid], self.next = self.next, self.next + 1
-        self.kernels.append(b"")
-        return [(table, drop, {}, set())]
+        return table, drop, {}, set()
 
-    def _chunks(
-        self, found: list[dict], firsts: list[int]
-    ) -> list[tuple[list[int], set[int], dict, set[int]]]:
-        """A launch exported by CTA chunks: one tree above the CTAs (a shared track's uuid
-        given by the first chunk that has it), the CTAs renamed, the chunks' kernel slices
-        made one (their own events on the grid left out: ``silent``)."""
-        at: dict[tuple[str, ...], int] = {(): ROOT}  # a shared track's path -> its uuid
-        plans, slices = [], []
-        for info, first in zip(found, firsts, strict=True):
-            tracks = info[TRACKS]
-            shared, paths = shared_tracks(tracks), _paths(tracks)
-            grid = next(uuid for uuid, parent, _ in tracks if parent == ROOT)
-            table = [0] * (max(uuid for uuid, _, _ in tracks) + 1)
-            drop: set[int] = set()
-            rename: dict[str, list] = {}
-            for uuid, parent, name in tracks:
-                if uuid in shared and paths[uuid] in at:  # the root, or one an earlier chunk has
-                    table[uuid] = at[paths[uuid]]
-                    drop |= self._root() if uuid == ROOT else {uuid}
-                    continue
-                table[uuid], self.next = self.next, self.next + 1
-                if uuid in shared:
-                    at[paths[uuid]] = table[uuid]
-                elif name.startswith(CTA_PREFIX) and parent in shared:
-                    rename[str(uuid)] = [_cta(name, first), None]
-            slices.append(_kernel_slice(info[SHARED], grid))
-            plans.append((table, drop, rename, {grid}))
-        grid_path = _paths(found[0][TRACKS])[next(u for u, p, _ in found[0][TRACKS] if p == ROOT)]
-        self.kernels.append(_one_slice(slices, at[grid_path]))
-        return plans
+    def _chunk(self, info: dict, first: int) -> tuple[list[int], set[int], dict, set[int]]:
+        """A CTA chunk of a launch: one tree above the CTAs (a shared track's uuid given by
+        the first chunk that has it), its CTAs renamed, its kernel slice kept for :meth:`end`
+        (its own events on the grid left out: ``silent``)."""
+        opened, tracks = self._open, info[TRACKS]
+        shared, paths = shared_tracks(tracks), _paths(tracks)
+        grid = next(uuid for uuid, parent, _ in tracks if parent == ROOT)
+        table = [0] * (max(uuid for uuid, _, _ in tracks) + 1)
+        drop: set[int] = set()
+        rename: dict[str, list] = {}
+        for uuid, parent, name in tracks:
+            if uuid in shared and paths[uuid] in opened.at:  # the root, or one an earlier chunk has
+                table[uuid] = opened.at[paths[uuid]]
+                drop |= self._root() if uuid == ROOT else {uuid}
+                continue
+            table[uuid], self.next = self.next, self.next + 1
+            if uuid in shared:
+                opened.at[paths[uuid]] = table[uuid]
+            elif name.startswith(CTA_PREFIX) and parent in shared:
+                rename[str(uuid)] = [_cta(name, first), None]
+        opened.slices.append(_kernel_slice(info[SHARED], grid))
+        opened.grid = opened.grid or paths[grid]
+        return table, drop, rename, {grid}
 
     def answered(self, job: dict, answer: dict) -> None:
-        """A worker's answer to one of :meth:`launch`'s jobs."""
+        """A worker's answer to one of the move jobs planned."""
         for units in self.launches:
             for unit in units:
                 if unit.job is job:
@@ -194,11 +229,11 @@ class Join:
         checks.append((crc, raw))
 
     def leftovers(self) -> list[Path]:
-        """The files the parts' jobs wrote."""
+        """The files the parts' jobs wrote (those of discarded parts too)."""
+        units = [unit for launch in self.launches for unit in launch] + self.discarded
         return [
             Path(name)
-            for launch in self.launches
-            for unit in launch
+            for unit in units
             if unit.job
             for name in (unit.job["out"], unit.job["deflated"])
             if name
