@@ -2,7 +2,8 @@
 
 NVIDIA's decoder exports a process's Perfetto trace on one core; here each launch (or each
 CTA chunk of a big launch, :mod:`.split.chunks`) is exported by the pool's long-lived workers
-side by side with the other tasks, within ``--jobs``. As soon as a launch's parts are done
+side by side with the other tasks, within ``--jobs`` and within the memory the export made
+whole would take (:meth:`.tasks.Task.most_at_once`). As soon as a launch's parts are done
 it is planned (:class:`.split.pftrace_join.Join`: the uuids its tracks take in the whole
 trace) and its move jobs go to the same workers before any further export: they rewrite and
 deflate the parts side by side (:func:`.split.pftrace_parts.move`). Once every launch is
@@ -38,7 +39,7 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
     parts = task.parts(len(launches))
     units = task.units([len(launch.chunks) or 1 for launch in launches])
     batch = Batch([unit for group in units for unit in group])
-    servers = run.servers(batch)
+    servers = run.servers(batch, task.most_at_once(len(batch.futures)))  # within a whole export's memory
     join = pftrace_join.Join(len(launches), pftrace=pftrace is not None, gz=gz is not None)
     moves: list = []  # (job, the future of its answer), in the order planned
     try:

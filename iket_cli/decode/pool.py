@@ -160,12 +160,13 @@ class Decoding:
         self.done.append(outcome)
         drop_traces(self.done)
 
-    def servers(self, batch: Batch) -> list:
-        """Long-lived workers for ``batch``, within the slots. If the pool is being shut down
-        (an interrupt), the batch is abandoned first: no worker started waits on it for ever."""
+    def servers(self, batch: Batch, most: int | None = None) -> list:
+        """Long-lived workers for ``batch``, within the slots (and ``most``). If the pool is
+        being shut down (an interrupt), the batch is abandoned first: no worker started waits
+        on it for ever."""
         started = []
         try:
-            for _ in range(min(self.jobs, len(batch.futures))):
+            for _ in range(min(self.jobs, len(batch.futures), most or self.jobs)):
                 started.append(self.part_pool.submit(self.serve, batch))
         except RuntimeError:  # "cannot schedule new futures after shutdown"
             batch.abandon()

@@ -33,7 +33,10 @@ if TYPE_CHECKING:
 #: Peak memory of a task as a multiple of its raw ``iket.data.bin``: the JSON export is held
 #: once by the decoder and once as a Python string (measured: docs/benchmarks.md, "Figures
 #: behind the constants").
-MEMORY_FACTOR = {"json": 60, "perfetto": 20}
+MEMORY_FACTOR = {"json": 60, "perfetto": 65}
+#: A worker process's own memory besides its decode: the interpreter, numpy, the decoder's
+#: library, a move's arrays (docs/benchmarks.md, "The Perfetto export split").
+WORKER_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,13 @@ class Task:
         part's, its share of the raw data (a process's launches weigh about the same)."""
         whole = self.raw_bytes * MEMORY_FACTOR[self.export]
         return whole // (self.part[1] if self.part else 1) // (self.chunk[1] if self.chunk else 1)
+
+    def most_at_once(self, units: int) -> int:
+        """How many of this task's ``units`` parts may run at once so that together they
+        take no more memory than the task exported whole (each is its share of the task and
+        a worker of its own, :data:`WORKER_BYTES`), two at least (two halves side by side)."""
+        share = self.memory // max(units, 1) + WORKER_BYTES
+        return max(2, (self.memory + WORKER_BYTES) // share)
 
     def parts(self, count: int) -> list[Task]:
         """This task's launches as tasks of their own (their part manifests written by

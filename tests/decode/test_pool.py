@@ -440,3 +440,23 @@ def test_a_move_a_worker_refuses_fails_the_perfetto_alone_and_leaves_nothing(tmp
     assert outcomes["json"].error is None
     assert not list(folder.glob("*.pftrace*"))
     assert [p.name for p in folder.rglob(".*") if p.is_file()] == []
+
+
+def test_a_split_perfetto_export_runs_no_more_parts_at_once_than_fit_its_whole_memory(tmp_path, monkeypatch):
+    """Parts at once are bounded so that together they take about what the export made whole
+    would (each its share plus a worker's own memory), two at least, whatever --jobs says."""
+    from iket_cli.decode.tasks import MEMORY_FACTOR, WORKER_BYTES
+
+    folder = kept(tmp_path, "multi")
+    (task,) = tasks.plan(folder, ["perfetto"])
+    whole = task.raw_bytes * MEMORY_FACTOR["perfetto"]
+    for units in (2, 4, 12, 1000):
+        most = task.most_at_once(units)
+        assert most >= 2
+        assert most == 2 or most * (whole // units + WORKER_BYTES) <= whole + WORKER_BYTES
+    started = _perfetto_by_ctas(monkeypatch)
+    monkeypatch.setattr(tasks.Task, "most_at_once", lambda self, units: 2)
+    progress = Recorder()
+    (outcome,) = pool.run(tasks.plan(folder, ["perfetto"]), jobs=8, progress=progress)
+    assert outcome.error is None and outcome.joined["parts"] > 2
+    assert len([argv for argv in started if "--serve" in argv]) == 2 and progress.most <= 2
