@@ -71,6 +71,7 @@ def main() -> int:
     parser.add_argument("--format", default="perfetto")
     parser.add_argument("--check", action="store_true", help="compare the last traces through the schema")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--save-raw", type=Path, help="keep the raw capture as this .tar.xz")
     args = parser.parse_args()
     from iket_cli.system import toolchain
 
@@ -80,6 +81,9 @@ def main() -> int:
     source = (
         unpacked(work, args.raw) if args.raw else captured(work, args.iters, args.launches, env, tool.path)
     )
+    if args.save_raw:
+        with tarfile.open(args.save_raw, "w:xz") as archive:
+            archive.add(source / "iket", arcname="capture/iket")
     raw_bytes = sum(p.stat().st_size for p in (source / "iket").rglob("iket.data.bin"))
     pair = [
         ("run-iket", lambda d: [tool.path, "postprocess", str(d), "--format", args.format]),

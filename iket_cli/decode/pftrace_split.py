@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import wait
 from typing import TYPE_CHECKING
 
 from . import decoder
 from .split import pftrace_join
 from .split.join import LaunchPart
 from .split.plan import Batch, checked
-from .tasks import Outcome, Task, indices_name
+from .tasks import Outcome, Task, found_name, indices_name
 
 if TYPE_CHECKING:
     from .pool import Decoding
@@ -38,16 +37,16 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
     gz = next((t for t, o in zip(temps, outputs, strict=True) if o.name.endswith(".gz")), None)
     parts = task.parts(len(launches))
     units = task.units([len(launch.chunks) or 1 for launch in launches])
-    batch = Batch([unit for group in units for unit in group])
-    servers = run.servers(batch, task.most_at_once(len(batch.futures)))  # within a whole export's memory
+    every = [unit for group in units for unit in group]
+    batch = Batch(every, task.most_at_once(len(every)))  # within a whole export's memory
+    run.serving.hand_out(batch)
     join = pftrace_join.Join(len(launches), pftrace=pftrace is not None, gz=gz is not None)
     moves: list = []  # (job, the future of its answer), in the order planned
     try:
         for number, (part, launch, group) in enumerate(zip(parts, launches, units, strict=True)):
             failed = _planned(run, join, number, part, launch, group, batch, moves)
             if failed is not None:
-                batch.abandon()
-                return run.part_failed(task, failed, start, servers)
+                return run.part_failed(task, failed, start, batch)
         for job, future in moves:
             answer = future.result()
             if not any(unit.job is job for unit in join.discarded):
@@ -64,8 +63,7 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
             return Outcome(task, time.monotonic() - start, cancelled=True)
         return Outcome(task, time.monotonic() - start, error=f"{task.raw}: joining its launches: {error}")
     finally:
-        batch.abandon()
-        wait(servers)  # no worker still writing a part's files when they are removed
+        batch.drained()  # no worker still writing a part's files when they are removed
         for path in [*temps, *join.leftovers()]:
             path.unlink(missing_ok=True)
         for unit in [*parts, *batch.futures]:
@@ -114,5 +112,5 @@ def _remove(unit: Task) -> None:
     """A part's manifest, spool and what its worker kept beside it."""
     unit.raw.unlink(missing_ok=True)
     spooled = unit.out_dir / unit.outputs()[0]
-    for path in (spooled, spooled.with_name(indices_name(spooled.name))):
+    for path in [spooled] + [spooled.with_name(name(spooled.name)) for name in (indices_name, found_name)]:
         path.unlink(missing_ok=True)

@@ -6,7 +6,8 @@ process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt cap
 task alone, never the CLI. The Perfetto export of a big process is split and joined by
 :mod:`.pftrace_split`. The JSON export of a process with several launches, or with a big
 one, is split: each launch, or each chunk of a big launch's CTAs (:mod:`.split.chunks`), is
-exported by one of a few long-lived workers, side by side with every other task; a launch's
+exported by the decode's long-lived workers (:mod:`.serving`: one set for every split export),
+side by side with every other task; a launch's
 chunks are stitched (:mod:`.split.stitch`: read and planned here, its bytes written by the same
 workers, :mod:`.split.stitch_jobs`) and each launch merged (:mod:`.split.join`) in launch order
 as soon as it and those before it are done. ``jobs`` bounds the decodes running at once, chunks,
@@ -30,8 +31,9 @@ from ..model.vocab import JSON_EXPORT
 from ..system import signals
 from ..system.runner import Cancelled, wait_all
 from . import decoder, pftrace_split
+from .serving import Serving
 from .split import chunks, columns, join, stitch
-from .split.plan import Batch, Pieces, Slots, Writers
+from .split.plan import Batch, Slots, Writers
 from .tasks import Outcome, Task, columns_name, drop_traces, indices_name, missing_input, part_leftovers
 from .workers import Workers
 
@@ -128,7 +130,8 @@ class Decoding:
         #: One per decode running at once (a whole task, a part, a chunk, a stitch or a merge).
         self.slots = Slots(self.jobs)
         self.pool = ThreadPoolExecutor(max_workers=max(1, len(tasks)))
-        self.part_pool = ThreadPoolExecutor(max_workers=max(1, 2 * len(units) + 1))
+        #: The long-lived workers every split export's units and jobs are handed out to.
+        self.serving = Serving(self.workers, self.slots, self.progress, self.lock, self.jobs)
         self.futures = [self.pool.submit(self._one, task) for task in tasks]
 
     def _one(self, task: Task) -> Outcome:
@@ -160,50 +163,6 @@ class Decoding:
         self.done.append(outcome)
         drop_traces(self.done)
 
-    def servers(self, batch: Batch, most: int | None = None) -> list:
-        """Long-lived workers for ``batch``, within the slots (and ``most``). If the pool is
-        being shut down (an interrupt), the batch is abandoned first: no worker started waits
-        on it for ever."""
-        started = []
-        try:
-            for _ in range(min(self.jobs, len(batch.futures), most or self.jobs)):
-                started.append(self.part_pool.submit(self.serve, batch))
-        except RuntimeError:  # "cannot schedule new futures after shutdown"
-            batch.abandon()
-            raise
-        return started
-
-    def serve(self, batch: Batch) -> None:
-        """A long-lived worker decoding the batch's units and writing its stitch jobs, one
-        slot at a time, until the batch is over."""
-        server = self.workers.server()
-        unit = None
-        try:
-            while (unit := batch.next()) is not None:
-                if isinstance(unit, Pieces):
-                    with self.slots(urgent=True):
-                        unit.future.set_result(None if self.workers.cancelled else server.pieces(unit.job))
-                    continue
-                with self.slots():
-                    if self.workers.cancelled or batch.abandoned:
-                        batch.done(unit, Outcome(unit, 0.0, cancelled=True))
-                        continue
-                    with self.lock:
-                        self.progress.started(unit)
-                    outcome = server.decode(unit)
-                with self.lock:
-                    self.progress.finished(outcome)
-                batch.done(unit, outcome)
-        except BaseException as error:  # a bug here: its launch fails, nothing waits for ever
-            if isinstance(unit, Pieces) and not unit.future.done():
-                unit.future.set_result(None)
-            elif unit is not None and not batch.futures[unit].done():
-                batch.done(unit, Outcome(unit, 0.0, error=f"{unit.raw}: {error!r}"))
-            batch.abandon()
-            raise
-        finally:
-            server.close()
-
     def _by_launches(self, task: Task, launches: list[join.LaunchPart]) -> Outcome:
         """Each launch (or each chunk of its CTAs) in a long-lived worker, within the slots;
         each launch merged in order as soon as it and the ones before it are done (the last
@@ -214,7 +173,7 @@ class Decoding:
         parts = task.parts(len(launches))
         units = task.units([len(launch.chunks) or 1 for launch in launches])
         batch = Batch([unit for group in units for unit in group])
-        servers = self.servers(batch)
+        writers = Writers(batch, self.serving.hand_out(batch))
         scanned: list = []  # each launch, as its workers scanned it (html only)
         try:
             with join.Merger(tmp) as merger:
@@ -222,11 +181,10 @@ class Decoding:
                     outcomes = [batch.futures[unit].result() for unit in group]
                     failed = next((done for done in outcomes if done.cancelled or done.error), None)
                     if failed is None:
-                        spooled = self._merge(merger, part, launch, outcomes, Writers(batch, len(servers)))
+                        spooled = self._merge(merger, part, launch, outcomes, writers)
                         failed = spooled if isinstance(spooled, Outcome) else None  # its whole decode
                     if failed is not None:
-                        batch.abandon()
-                        return self.part_failed(task, failed, start, servers)
+                        return self.part_failed(task, failed, start, batch)
                     scanned.append(_columns(spooled))
                     _remove_spool(part)
                 with self.slots(urgent=True):
@@ -243,7 +201,7 @@ class Decoding:
                 return Outcome(task, time.monotonic() - start, cancelled=True)
             return Outcome(task, time.monotonic() - start, error=f"{task.raw}: merging its launches: {error}")
         finally:
-            batch.abandon()
+            batch.drained()  # no worker still writing a part's files when they are removed
             tmp.unlink(missing_ok=True)
             for unit in [*parts, *batch.futures]:
                 unit.raw.unlink(missing_ok=True)
@@ -299,10 +257,10 @@ class Decoding:
         return spooled
 
     @staticmethod
-    def part_failed(task: Task, done: Outcome, start: float, running: list) -> Outcome:
-        """The task's outcome when one launch failed or was cancelled (the others end first)."""
-        for future in running:
-            future.result()
+    def part_failed(task: Task, done: Outcome, start: float, batch: Batch) -> Outcome:
+        """The task's outcome when one launch failed or was cancelled (the batch's other
+        units and jobs end first)."""
+        batch.drained()
         seconds = time.monotonic() - start
         if done.cancelled:
             return Outcome(task, seconds, cancelled=True)
@@ -323,7 +281,7 @@ class Decoding:
         try:
             if isinstance(error, (KeyboardInterrupt, Terminated, Cancelled)):
                 self.workers.cancel()
-                self.part_pool.shutdown(wait=True, cancel_futures=True)
+                self.serving.close(cancel=True)
                 self.pool.shutdown(wait=True, cancel_futures=True)
                 _remove_partials(self.tasks)
                 raise CaptureInterrupted.by(
@@ -333,7 +291,7 @@ class Decoding:
                 self.workers.cancel()
         finally:
             self.pool.shutdown(wait=True)
-            self.part_pool.shutdown(wait=True)
+            self.serving.close()
             self._signals.__exit__(None, None, None)
 
 

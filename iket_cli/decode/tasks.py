@@ -222,8 +222,9 @@ def part_name(raw_name: str, number: int, chunk: int | None = None, export: str 
 
 #: What a part of a split export leaves beside the raw data until it is merged: its spooled
 #: export, what its worker found in it (a JSON part's table indices, a Perfetto part's
-#: tracks), the columns its worker scanned; a Perfetto part's moved and deflated sections.
-SPOOL, INDICES, COLUMNS, MOVED, DEFLATED = "out", "idx", "cols", "mv", "mvz"
+#: tracks), the columns its worker scanned; a Perfetto part's event packets as its worker
+#: found them, and its moved and deflated sections.
+SPOOL, INDICES, COLUMNS, FOUND, MOVED, DEFLATED = "out", "idx", "cols", "fnd", "mv", "mvz"
 
 
 def spool_name(part: str) -> str:
@@ -236,6 +237,12 @@ def indices_name(spool: str) -> str:
     return _beside(spool, INDICES)
 
 
+def found_name(spool: str) -> str:
+    """``.pfpart1.iket.data.fnd``: where a Perfetto part's worker keeps the event packets it
+    found in the part (:func:`.split.pftrace_parts.spool`), for the part's move."""
+    return _beside(spool, FOUND)
+
+
 def columns_name(spool: str) -> str:
     """``.part1.iket.data.cols``: where a spooled part's scanned columns are kept for the report."""
     return _beside(spool, COLUMNS)
@@ -246,7 +253,7 @@ def part_leftovers(raw: Path) -> list[Path]:
     found = []
     for prefix in PART_PREFIX.values():
         found += raw.parent.glob(f"{prefix}*.{raw.name}")
-        for suffix in (SPOOL, INDICES, COLUMNS, MOVED, DEFLATED):
+        for suffix in (SPOOL, INDICES, COLUMNS, FOUND, MOVED, DEFLATED):
             found += raw.parent.glob(f"{prefix}*.{raw.stem}.{suffix}")
     return found
 

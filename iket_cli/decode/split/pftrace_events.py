@@ -6,7 +6,8 @@ event's track uuid among its first few fields. Joining parts of an export means 
 event a new track uuid, and a uuid that gains or loses a byte changes the lengths of its
 TrackEvent and of its packet: a packet walker in Python does that at about 1.6 MB/s. Here
 all packets are found at once (every ``0x0a`` whose packet chains into the next one), their
-fields skipped in lockstep, and the varints rewritten, inserted or deleted as arrays; only
+fields skipped in lockstep, and the varints rewritten, inserted or deleted as arrays
+(:mod:`.varints`; the track descriptors: :mod:`.pftrace_tracks`); only
 packets of another shape (a key of two bytes before the uuid, a packet that is not an event)
 are walked one by one (docs/benchmarks.md, "The Perfetto export split").
 """
@@ -18,6 +19,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ...model import pftrace as P
+from . import varints as V
+from .varints import PAD, padded
 
 PACKET_KEY = P.TRACE_PACKET << 3 | 2
 TIMESTAMP_KEY = P.PACKET_TIMESTAMP << 3
@@ -25,14 +28,6 @@ SEQUENCE_KEY = P.PACKET_SEQUENCE_ID << 3
 TYPE_KEY = P.EVENT_TYPE << 3
 EVENT_KEY = P.PACKET_TRACK_EVENT << 3 | 2
 UUID_KEY = P.EVENT_TRACK_UUID << 3
-#: Fields skipped, at most, before the one looked for (the decoder writes two or three).
-MOST_FIELDS = 8
-#: Bytes a varint takes at most here (a uuid or length below 2**35).
-MOST_DIGITS = 5
-#: Bytes a varint takes at most (a 64-bit value).
-VARINT_BYTES = 10
-#: Zero bytes after a copy of the events, so that reads past a packet never leave the array.
-PAD = 16
 #: A new uuid that says: leave the event out.
 DROP = -1
 
@@ -62,65 +57,19 @@ class Packets(NamedTuple):
     width: np.ndarray  #: the bytes of its varint
 
 
-def padded(data: bytes) -> np.ndarray:
-    """``data`` as a writable uint8 array with :data:`PAD` zero bytes after it."""
-    buf = np.zeros(len(data) + PAD, np.uint8)
-    buf[: len(data)] = np.frombuffer(data, np.uint8)
-    return buf
+def save(path, found: Packets) -> None:
+    """Keep :func:`find`'s answer in a file (as 32-bit numbers where they fit)."""
+    stacked = np.stack(found)
+    small = int(stacked.max(initial=0)) < 1 << 31
+    with open(path, "wb") as handle:
+        np.save(handle, stacked.astype(np.int32) if small else stacked, allow_pickle=False)
 
 
-def _width(a: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The bytes taken by the varint at each offset ``at``."""
-    width = np.ones(len(at), np.int64)
-    going = np.flatnonzero(a[at] >= 0x80)
-    k = 1
-    while len(going) and k < VARINT_BYTES:
-        width[going] += 1
-        going = going[a[at[going] + k] >= 0x80]
-        k += 1
-    return width
-
-
-def _value(a: np.ndarray, at: np.ndarray, width: np.ndarray) -> np.ndarray:
-    value = a[at].astype(np.int64) & 0x7F
-    longer = np.flatnonzero(width > 1)
-    for k in range(1, MOST_DIGITS):
-        if not len(longer):
-            break
-        value[longer] |= (a[at[longer] + k].astype(np.int64) & 0x7F) << (7 * k)
-        longer = longer[width[longer] > k + 1]
-    return value
-
-
-def _field(a: np.ndarray, cur: np.ndarray, end: np.ndarray, key: int) -> np.ndarray:
-    """The offset of field ``key`` (a one-byte key) in each message ``[cur, end)``, or -1:
-    the messages' fields skipped side by side."""
-    found = np.full(len(cur), -1, np.int64)
-    live = np.arange(len(cur))
-    at, stop = cur.astype(np.int64), end.astype(np.int64)
-    for _ in range(MOST_FIELDS):
-        if not len(live):
-            break
-        inside = at < stop
-        k = a[np.where(inside, at, 0)]
-        hit = inside & (k == key)
-        found[live[hit]] = at[hit]
-        go = inside & ~hit & (k < 0x80)
-        live, at, stop, k = live[go], at[go], stop[go], k[go]
-        after = at + 1
-        nxt = a[after]
-        wire = k & 7
-        skip = np.where(
-            wire == 2, 1 + nxt.astype(np.int64), np.where(wire == 1, 8, np.where(wire == 5, 4, 1))
-        )
-        odd = np.flatnonzero((nxt >= 0x80) & ((wire == 0) | (wire == 2)) | (wire == 3) | (wire == 4))
-        if len(odd):  # a varint of several bytes, a long field, or a group: the general way
-            width = _width(a, after[odd])
-            long = wire[odd] == 2
-            skip[odd] = np.where(long, width + _value(a, after[odd], width), width)
-            skip[odd[(wire[odd] == 3) | (wire[odd] == 4)]] = 1 << 62  # groups: not looked into
-        at = after + skip
-    return found
+def load(path) -> Packets:
+    """:func:`find`'s answer kept by :func:`save`."""
+    with open(path, "rb") as handle:
+        stacked = np.load(handle, allow_pickle=False).astype(np.int64)
+    return Packets(*stacked)
 
 
 def find(a: np.ndarray, end: int) -> Packets:
@@ -138,7 +87,7 @@ def find(a: np.ndarray, end: int) -> Packets:
     uuid = first + 18  # most events open with their type (a one-byte value), then the uuid
     plain = (a[first + 16] == TYPE_KEY) & (a[first + 17] < 0x80) & (a[uuid] == UUID_KEY)
     rest = np.flatnonzero(~plain)
-    uuid[rest] = _field(
+    uuid[rest] = V.field(
         a, first[rest] + 16, np.minimum(first[rest] + 16 + a[first[rest] + 15], stop[rest]), UUID_KEY
     )
     quick = Packets(first, stop, first + 14, uuid, uuid, uuid)
@@ -149,24 +98,24 @@ def find(a: np.ndarray, end: int) -> Packets:
         quick = Packets(*(column[order] for column in merged))
     if (quick.uuid < 0).any():
         quick = Packets(*(column[quick.uuid >= 0] for column in quick))
-    width = _width(a, quick.uuid + 1)
-    return quick._replace(value=_value(a, quick.uuid + 1, width), width=width)
+    width = V.widths(a, quick.uuid + 1)
+    return quick._replace(value=V.values(a, quick.uuid + 1, width), width=width)
 
 
 def _found_slowly(a: np.ndarray, c: np.ndarray, end: int) -> Packets:
     """The candidates ``c`` of other shapes, their fields skipped one at a time."""
-    size_width = _width(a, c + 1)
+    size_width = V.widths(a, c + 1)
     c, size_width = c[size_width <= 3], size_width[size_width <= 3]
     body = c + 1 + size_width
-    stop = body + _value(a, c + 1, size_width)
+    stop = body + V.values(a, c + 1, size_width)
     ok = (a[np.minimum(body, len(a) - 1)] == TIMESTAMP_KEY) & (stop <= end)
     c, body, stop = c[ok], body[ok], stop[ok]
-    event = _field(a, body, stop, EVENT_KEY)
+    event = V.field(a, body, stop, EVENT_KEY)
     c, stop, event = c[event >= 0], stop[event >= 0], event[event >= 0]
-    event_width = _width(a, event + 1)
+    event_width = V.widths(a, event + 1)
     event_body = event + 1 + event_width
-    event_end = event_body + _value(a, event + 1, event_width)
-    uuid = _field(a, event_body, np.minimum(event_end, stop), UUID_KEY)
+    event_end = event_body + V.values(a, event + 1, event_width)
+    uuid = V.field(a, event_body, np.minimum(event_end, stop), UUID_KEY)
     uuid[event_end > stop] = -1
     return Packets(c, stop, event, uuid, uuid, uuid)
 
@@ -222,14 +171,17 @@ def _looked_up(table: np.ndarray, uuid: int) -> int:
     return int(table[uuid])
 
 
-def moved(events: bytes | memoryview, table: np.ndarray) -> tuple[bytes, list[bytes]]:
+def moved(
+    events: bytes | memoryview, table: np.ndarray, found: Packets | None = None
+) -> tuple[bytes, list[bytes]]:
     """``events`` (packets, from :func:`descriptors_end` on) with each event's track uuid
     ``u`` replaced by ``table[u]``, the lengths around it rewritten; the events whose new
-    uuid is :data:`DROP` left out and returned apart (their packets' bodies)."""
+    uuid is :data:`DROP` left out and returned apart (their packets' bodies). ``found``:
+    :func:`find`'s answer for these events, if it is known already."""
     if not len(events):
         return b"", []
     a = padded(events)
-    found = find(a, len(events))
+    found = found if found is not None else find(a, len(events))
     out: list[bytes] = []
     dropped: list[bytes] = []
     for begin, stop, which in pieces(found, len(events)):
@@ -251,131 +203,21 @@ def _moved_run(run: np.ndarray, size: int, found: Packets, table: np.ndarray, dr
     new = table[found.value]
     gone = new == DROP
     if gone.any():  # the bodies of the packets left out, as the walker gives them
-        first = found.start[gone] + 1 + _width(run, found.start[gone] + 1)
+        first = found.start[gone] + 1 + V.widths(run, found.start[gone] + 1)
         dropped += [bytes(run[b:e]) for b, e in zip(first.tolist(), found.end[gone].tolist(), strict=True)]
     if not gone.any() and np.array_equal(new, found.value):
         return run[:size].tobytes()
     keep = ~gone
     uuid, new, uuid_width = found.uuid[keep], new[keep], found.width[keep]
-    grow_uuid = _digits(new) - uuid_width
+    grow_uuid = V.digits(new) - uuid_width
     grown = np.flatnonzero(keep)[grow_uuid != 0]  # only their lengths change
     start, event, grow_uuid_kept = found.start[grown], found.event[grown], grow_uuid[grow_uuid != 0]
-    packet_width, event_width = _width(run, start + 1), _width(run, event + 1)
-    event_size = _value(run, event + 1, event_width) + grow_uuid_kept
-    grow_event = _digits(event_size) - event_width
-    packet_size = _value(run, start + 1, packet_width) + grow_uuid_kept + grow_event
+    packet_width, event_width = V.widths(run, start + 1), V.widths(run, event + 1)
+    event_size = V.values(run, event + 1, event_width) + grow_uuid_kept
+    grow_event = V.digits(event_size) - event_width
+    packet_size = V.values(run, start + 1, packet_width) + grow_uuid_kept + grow_event
     at = np.concatenate([start + 1, event + 1, uuid + 1])
     old = np.concatenate([packet_width, event_width, uuid_width])
     values = np.concatenate([packet_size, event_size, new])
     cuts = [(b, e) for b, e in zip(found.start[gone].tolist(), found.end[gone].tolist(), strict=True)]
-    return _edited(run[:size], at, old, values, cuts).tobytes()  # ``run``: a copy of ours
-
-
-def _digits(value: np.ndarray) -> np.ndarray:
-    """The bytes each value takes as a varint."""
-    if len(value) and int(value.max()) >= 1 << (7 * MOST_DIGITS):
-        raise ValueError("a uuid or length too large to rewrite here")
-    width = np.ones(len(value), np.int64)
-    for k in range(1, MOST_DIGITS):
-        width += value >= 1 << (7 * k)
-    return width
-
-
-def _edited(buf: np.ndarray, at: np.ndarray, old: np.ndarray, values: np.ndarray, cuts: list) -> np.ndarray:
-    """``buf`` with the varint at each ``at`` (``old`` bytes long) replaced by ``values``
-    (its digits written in place, missing ones inserted, extra ones deleted), and the byte
-    ranges ``cuts`` deleted."""
-    new = _digits(values)
-    where, what = [], []
-    deletes = [np.arange(b, e) for b, e in cuts]
-    live = np.arange(len(values))
-    for k in range(MOST_DIGITS):
-        digit = ((values[live] >> (7 * k)) & 0x7F).astype(np.uint8) | (new[live] > k + 1).astype(
-            np.uint8
-        ) << 7
-        inside = old[live] > k
-        buf[at[live[inside]] + k] = digit[inside]
-        added = live[~inside]
-        where.append(at[added] + old[added])
-        what.append(digit[~inside])
-        live = live[new[live] > k + 1]
-    for k in range(1, VARINT_BYTES):
-        extra = np.flatnonzero((old > k) & (new <= k))
-        deletes.append(at[extra] + k)
-    gone = np.sort(np.concatenate(deletes))
-    if len(gone):
-        buf = np.delete(buf, gone)
-    places = np.concatenate(where)
-    if len(places):
-        order = np.argsort(places, kind="stable")
-        places = places[order]
-        buf = np.insert(buf, places - np.searchsorted(gone, places), np.concatenate(what)[order])
-    return buf
-
-
-DESCRIPTOR_KEY = b"\xe2\x03"  # TracePacket.track_descriptor (field 60, bytes)
-DESCRIPTOR_UUID_KEY = P.DESCRIPTOR_UUID << 3
-DESCRIPTOR_PARENT_KEY = P.DESCRIPTOR_PARENT_UUID << 3
-
-
-def moved_descriptors(data: bytes, table: np.ndarray, drop: set[int], special: dict) -> bytes:
-    """The track descriptor packets ``data`` with each uuid and parent uuid ``u`` replaced by
-    ``table[u]`` (in numpy, as :func:`moved` moves events), those of a uuid in ``drop`` left
-    out, and those of a uuid in ``special`` replaced by what ``special[uuid](packet body)``
-    returns (a renamed track: written by the walker)."""
-    starts, at = [], 0
-    while at < len(data):  # a few thousand packets: their lengths walked
-        starts.append(at)
-        length, body = P.read_varint(data, at + 1)
-        at = body + length
-    if not starts:
-        return b""
-    a = padded(data)
-    start = np.asarray(starts, np.int64)
-    end = np.r_[start[1:], len(data)]
-    body = start + 1 + _width(a, start + 1)
-    if not ((a[body] == DESCRIPTOR_KEY[0]) & (a[body + 1] == DESCRIPTOR_KEY[1])).all():
-        raise ValueError("a packet among the track descriptors that is not one")
-    inner = body + 2
-    inner_width = _width(a, inner)
-    inner_end = inner + inner_width + _value(a, inner, inner_width)
-    uuid = _field(a, inner + inner_width, inner_end, DESCRIPTOR_UUID_KEY)
-    parent = _field(a, inner + inner_width, inner_end, DESCRIPTOR_PARENT_KEY)
-    value = _value(a, uuid + 1, _width(a, uuid + 1))
-    if (uuid < 0).any() or int(value.max()) >= len(table):
-        raise ValueError("a track descriptor without a uuid the table knows")
-    odd = np.isin(value, list(drop | set(special)))
-    keep = np.flatnonzero(~odd)
-    has_parent = keep[parent[keep] >= 0]
-    parent_width = _width(a, parent[has_parent] + 1)
-    new_uuid, new_parent = table[value[keep]], table[_value(a, parent[has_parent] + 1, parent_width)]
-    if (new_uuid < 0).any() or (new_parent < 0).any():
-        raise ValueError("a track kept whose uuid or parent the table leaves out")
-    grow = np.zeros(len(start), np.int64)
-    grow[keep] += _digits(new_uuid) - _width(a, uuid[keep] + 1)
-    grow[has_parent] += _digits(new_parent) - parent_width
-    inner_size = inner_end - inner - inner_width + grow
-    grow_inner = _digits(inner_size) - inner_width
-    packet_size = end - body + grow + grow_inner
-    packet_width = _width(a, start + 1)
-    changed = keep[grow[keep] != 0]
-    at = np.concatenate([start[changed] + 1, inner[changed], uuid[keep] + 1, parent[has_parent] + 1])
-    old = np.concatenate(
-        [packet_width[changed], inner_width[changed], _width(a, uuid[keep] + 1), parent_width]
-    )
-    values = np.concatenate([packet_size[changed], inner_size[changed], new_uuid, new_parent])
-    out = _edited(a[: len(data)].copy(), at, old, values, []).tobytes()
-    if not odd.any():
-        return out
-    growth = packet_size - (end - body) + _digits(packet_size) - packet_width
-    moved_start = start + np.r_[0, np.cumsum(growth)[:-1]]  # where each packet is in ``out``
-    pieces, done = [], 0
-    for index in np.flatnonzero(odd).tolist():
-        begin = int(moved_start[index])
-        pieces.append(out[done:begin])
-        number = int(value[index])
-        if number not in drop:
-            packet = data[int(body[index]) : int(end[index])]
-            pieces.append(P.encode([(P.TRACE_PACKET, 2, special[number](packet))]))
-        done = begin + int(end[index] - start[index])
-    return b"".join([*pieces, out[done:]])
+    return V.edited(run[:size], at, old, values, cuts).tobytes()  # ``run``: a copy of ours

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...model import pftrace as P
-from ..tasks import DEFLATED, MOVED, indices_name
+from ..tasks import DEFLATED, MOVED, found_name, indices_name
 from . import gzip_parts
 from .join import copy_range
 from .pftrace_parts import CTA_PREFIX, EVENTS, SHARED, TRACKS, shared_tracks
@@ -113,6 +113,7 @@ class Join:
             job = {
                 "kind": "move",
                 "spool": str(spool),
+                "found": str(spool.with_name(found_name(spool.name))),
                 "events": info[EVENTS],
                 "table": table,
                 "drop": sorted(drop),

@@ -19,45 +19,34 @@ import numpy as np
 
 from ...model import pftrace as P
 from . import gzip_parts
-from .pftrace_events import DROP, PAD, descriptors_end, find, moved, moved_descriptors, pieces
+from . import pftrace_events as events_mod
+from .pftrace_events import DROP, Packets, descriptors_end, moved, pieces
+from .pftrace_tracks import moved_descriptors, tracks
+from .varints import padded
 
 #: Keys of what :func:`spool` keeps beside a part (its "sidecar").
 EVENTS, TRACKS, SHARED = "events", "tracks", "shared"
 CTA_PREFIX = "CTA("
 
 
-def spool(decoder, path: Path, sidecar: Path, *, chunk: bool) -> None:
+def spool(decoder, path: Path, sidecar: Path, found: Path, *, chunk: bool) -> None:
     """Export one part with ``decoder`` (closed once exported) to ``path``, described in
-    ``sidecar`` (JSON); ``chunk``: also keep the events on the tracks above its CTAs."""
+    ``sidecar`` (JSON), its event packets as :func:`.pftrace_events.find` finds them kept
+    in ``found`` for its move; ``chunk``: also keep the events on the tracks above its CTAs."""
     try:
         data = decoder.export_perfetto_trace()
     finally:
         decoder.close()
     path.write_bytes(data)
     begin = descriptors_end(data)
-    tracks = described(data[:begin])
-    found = {EVENTS: begin, TRACKS: tracks}
+    described = {EVENTS: begin, TRACKS: tracks(data[:begin])}
+    events = memoryview(data)[begin:]
+    packets = events_mod.find(padded(events), len(events))
+    events_mod.save(found, packets)
     if chunk:
-        above = shared_tracks(tracks)
-        found[SHARED] = [packet.hex() for packet in events_on(data[begin:], above)]
-    sidecar.write_text(json.dumps(found))
-
-
-def described(descriptors: bytes) -> list[list]:
-    """[uuid, parent uuid (0: none), name] of each track descriptor, in order."""
-    tracks = []
-    for _, _, packet in P.fields(descriptors):
-        body = next(value for number, _, value in P.fields(packet) if number == P.PACKET_TRACK_DESCRIPTOR)
-        found = {number: value for number, _, value in P.fields(body)}
-        name = found.get(P.DESCRIPTOR_NAME, b"")
-        tracks.append(
-            [
-                found.get(P.DESCRIPTOR_UUID, 0),
-                found.get(P.DESCRIPTOR_PARENT_UUID, 0),
-                bytes(name).decode("utf-8"),
-            ]
-        )
-    return tracks
+        above = shared_tracks(described[TRACKS])
+        described[SHARED] = [packet.hex() for packet in events_on(events, packets, above)]
+    sidecar.write_text(json.dumps(described))
 
 
 def shared_tracks(tracks: list[list]) -> set[int]:
@@ -75,13 +64,12 @@ def shared_tracks(tracks: list[list]) -> set[int]:
     return shared
 
 
-def events_on(events: bytes, uuids: set[int]) -> list[bytes]:
-    """The bodies of the event packets on the tracks ``uuids``, in order."""
-    if not events or not uuids:
+def events_on(events: bytes | memoryview, found: Packets, uuids: set[int]) -> list[bytes]:
+    """The bodies of the event packets on the tracks ``uuids``, in order (``found``: the
+    event packets of ``events``)."""
+    if not len(events) or not uuids:
         return []
-    found = find(np.frombuffer(events + bytes(PAD), np.uint8), len(events))
     wanted = np.isin(found.value, list(uuids))
-    starts, ends = found.start.tolist(), found.end.tolist()
     out = []
     for begin, stop, which in pieces(found, len(events)):
         if which is None:  # packets of other shapes, one by one
@@ -91,7 +79,8 @@ def events_on(events: bytes, uuids: set[int]) -> list[bytes]:
                     out.append(bytes(packet))
             continue
         for index in (np.flatnonzero(wanted[which]) + which.start).tolist():
-            out.append(next(value for _, _, value in P.fields(events[starts[index] : ends[index]])))
+            packet = events[int(found.start[index]) : int(found.end[index])]
+            out.append(bytes(next(value for _, _, value in P.fields(packet))))
     return out
 
 
@@ -107,7 +96,8 @@ def move(job: dict) -> dict:
     descriptors = _descriptors(data[:begin], table, set(job["drop"]), job["rename"])
     on_events = table.copy()
     on_events[job["silent"]] = DROP
-    events, _ = moved(data[begin:], on_events)  # the kernel slices left out: planned from the sidecars
+    found = events_mod.load(job["found"]) if job.get("found") else None
+    events, _ = moved(data[begin:], on_events, found)  # the kernel slices left out: planned from the sidecars
     sections = [descriptors, events]
     answer: dict = {"sizes": [len(s) for s in sections]}
     del data

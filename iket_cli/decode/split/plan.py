@@ -1,9 +1,10 @@
-"""How a decode's work is handed out: the ``--jobs`` slots, and the units and stitch jobs of
-one split export, given in order to its long-lived workers (:mod:`..pool`).
+"""How a decode's work is handed out: the ``--jobs`` slots, the units and stitch or join jobs
+of each split export (:class:`Batch`), and the queue that gives every batch's, in order, to
+the decode's long-lived workers (:class:`Queue`, :mod:`..serving`).
 
 A stitch or a merge finishes a launch, and its launch's later work waits on it, so it goes
-before the next chunk: in the slots (:class:`Slots`, ``urgent``) and in the batch's queue
-(:meth:`Batch.first`).
+before the next chunk: in the slots (:class:`Slots`, ``urgent``) and in the queue
+(:meth:`Batch.first`: any batch's jobs before any unit).
 """
 
 from __future__ import annotations
@@ -43,21 +44,34 @@ class Slots:
 
 
 class Batch:
-    """The units of one split export, handed out in order to its long-lived workers, each
-    with the future its launch waits on; a stitch's jobs (:class:`Pieces`) go first. The
-    workers wait for more until the batch is over (:meth:`abandon`)."""
+    """The units of one split export, handed out in order to the decode's long-lived workers
+    (:class:`Queue`), each with the future its launch waits on; its stitch or join jobs
+    (:class:`Pieces`) go first. No more than ``most`` of its units run at once."""
 
-    def __init__(self, units: list[Task]) -> None:
+    def __init__(self, units: list[Task], most: int | None = None) -> None:
         self.pending: deque = deque(units)
         self.futures: dict[Task, Future] = {unit: Future() for unit in units}
+        self.most = most or len(units) or 1
         self.abandoned = False
+        #: Units and jobs handed out and not yet answered.
+        self.running = self.jobs = 0
         self._changed = threading.Condition()
 
-    def next(self) -> Task | Pieces | None:
-        with self._changed:
-            while not self.abandoned and not self.pending:
-                self._changed.wait()
-            return None if self.abandoned else self.pending.popleft()
+    def share(self, changed: threading.Condition) -> None:
+        """Tell ``changed`` (the queue's) of every change, not a condition of its own."""
+        self._changed = changed
+
+    def ready(self) -> Task | Pieces | None:
+        """Take the next unit or job if one may start now (the caller holds the condition)."""
+        if self.abandoned or not self.pending:
+            return None
+        if not isinstance(self.pending[0], Pieces):
+            if self.running >= self.most:
+                return None
+            self.running += 1
+            return self.pending.popleft()
+        self.jobs += 1
+        return self.pending.popleft()
 
     def first(self, jobs: list[dict]) -> list[Future]:
         """Hand out a stitch's ``jobs`` before any unit; the futures of their answers."""
@@ -72,7 +86,18 @@ class Batch:
         return [one.future for one in pieces]
 
     def done(self, unit: Task, outcome: Outcome) -> None:
+        """A unit handed out has ended."""
+        with self._changed:
+            self.running -= 1
+            self._changed.notify_all()
         self.futures[unit].set_result(outcome)
+
+    def answered(self, pieces: Pieces, answer: dict | None) -> None:
+        """A job handed out has been answered (None: its worker ended)."""
+        with self._changed:
+            self.jobs -= 1
+            self._changed.notify_all()
+        pieces.future.set_result(answer)
 
     def abandon(self) -> None:
         """Hand out nothing more; the units not started end as cancelled."""
@@ -84,7 +109,54 @@ class Batch:
             if isinstance(unit, Pieces):
                 unit.future.set_result(None)
             else:
-                self.done(unit, Outcome(unit, 0.0, cancelled=True))
+                self.futures[unit].set_result(Outcome(unit, 0.0, cancelled=True))
+
+    def drained(self) -> None:
+        """Abandon the batch and wait until no worker still runs its units or jobs (their
+        files can then be removed)."""
+        self.abandon()
+        with self._changed:
+            self._changed.wait_for(lambda: not self.running and not self.jobs)
+
+
+class Queue:
+    """The batches of one decode, handed out to one set of long-lived workers: any batch's
+    jobs first (each finishes a launch), then units, batch by batch in the order added."""
+
+    def __init__(self) -> None:
+        self.batches: list[Batch] = []
+        self.closed = False
+        self._changed = threading.Condition()
+
+    def add(self, batch: Batch) -> int:
+        """Hand out ``batch`` too; the units that may now run at once, over all batches."""
+        with self._changed:
+            batch.share(self._changed)
+            self.batches = [b for b in self.batches if not b.abandoned] + [batch]
+            self._changed.notify_all()
+            return sum(min(len(b.pending) + b.running, b.most) for b in self.batches)
+
+    def next(self) -> tuple[Batch, Task | Pieces] | None:
+        """The next unit or job and its batch, waiting for one; None once closed."""
+        with self._changed:
+            while not self.closed:
+                jobs = (b for b in self.batches if b.pending and isinstance(b.pending[0], Pieces))
+                for batch in [*jobs, *self.batches]:
+                    taken = batch.ready()
+                    if taken is not None:
+                        return batch, taken
+                self._changed.wait()
+            return None
+
+    def close(self) -> None:
+        """Hand out nothing more: the workers waiting end, and the units of every batch not
+        yet handed out end as cancelled."""
+        with self._changed:
+            self.closed = True
+            batches = list(self.batches)
+            self._changed.notify_all()
+        for batch in batches:
+            batch.abandon()
 
 
 class Pieces:

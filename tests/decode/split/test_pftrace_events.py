@@ -8,6 +8,7 @@ import pytest
 
 from iket_cli.decode import decoder
 from iket_cli.decode.split import pftrace_events as events_mod
+from iket_cli.decode.split.varints import padded
 from iket_cli.model import pftrace as P
 
 from conftest import FIXTURES
@@ -85,7 +86,7 @@ def test_packets_of_other_shapes_between_usual_ones_are_walked():
         P.encode([(8, 0, 1 << 60), (10, 0, 1), (11, 2, P.encode([(9, 0, 1), (11, 0, 4)]))]),
     ]
     mixed = b"".join(P.encode([(1, 2, p)]) for p in [first, *odd, first])
-    assert len(events_mod.pieces(events_mod.find(events_mod.padded(mixed), len(mixed)), len(mixed))) > 1
+    assert len(events_mod.pieces(events_mod.find(padded(mixed), len(mixed)), len(mixed))) > 1
     for label, table in _tables(400).items():
         assert events_mod.moved(mixed, table) == reference(mixed, table), label
     no_event = P.encode([(1, 2, P.encode([(8, 0, 7), (10, 0, 1)]))])
@@ -96,3 +97,12 @@ def test_an_event_on_a_track_the_table_does_not_know_is_refused():
     events = _events("multi")
     with pytest.raises(ValueError, match="does not describe"):
         events_mod.moved(events, np.arange(3, dtype=np.int64))
+
+
+def test_packets_found_and_kept_in_a_file_move_the_same(tmp_path):
+    events = _events("cute_pipeline")
+    found = events_mod.find(padded(events), len(events))
+    events_mod.save(tmp_path / "found", found)
+    table = _tables(4000)["past 127"]
+    kept = events_mod.load(tmp_path / "found")
+    assert events_mod.moved(events, table, kept) == events_mod.moved(events, table)

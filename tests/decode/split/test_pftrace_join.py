@@ -14,7 +14,7 @@ import pytest
 
 from iket_cli.decode import decoder
 from iket_cli.decode.split import chunks, join, pftrace_join, pftrace_parts
-from iket_cli.decode.tasks import indices_name
+from iket_cli.decode.tasks import found_name, indices_name
 from iket_cli.model import pftrace
 
 from conftest import FIXTURES, perfetto_view
@@ -31,6 +31,15 @@ RAW = {
 }
 
 
+def _spooled(exporter, manifest: Path, *, chunk: bool) -> Path:
+    """One part exported and spooled as its worker does it (beside it: its sidecar and the
+    packets found in it)."""
+    spool = manifest.with_suffix(".out")
+    beside = [spool.with_name(name(spool.name)) for name in (indices_name, found_name)]
+    pftrace_parts.spool(exporter(str(manifest)), spool, *beside, chunk=chunk)
+    return spool
+
+
 def joined(raw: Path, chunk_bytes: int, *, gz: bool = True) -> tuple[bytes, dict] | None:
     """The export of ``raw`` by its parts (launches, or CTA chunks of ``chunk_bytes`` raw
     bytes), each part exported and moved here as the workers do; None if it does not split."""
@@ -42,14 +51,7 @@ def joined(raw: Path, chunk_bytes: int, *, gz: bool = True) -> tuple[bytes, dict
     for number, launch in enumerate(launches):
         spools = []
         for manifest in launch.chunks or (launch.path,):
-            spool = manifest.with_suffix(".out")
-            pftrace_parts.spool(
-                exporter(str(manifest)),
-                spool,
-                spool.with_name(indices_name(spool.name)),
-                chunk=bool(launch.chunks),
-            )
-            spools.append(spool)
+            spools.append(_spooled(exporter, manifest, chunk=bool(launch.chunks)))
         for job in plan.launch(number, spools, launch.firsts if launch.chunks else [0]):
             plan.answered(job, pftrace_parts.move(job))
     out, packed = raw.parent / "joined.pftrace", raw.parent / "joined.pftrace.gz"
@@ -128,14 +130,7 @@ def test_chunks_whose_grid_has_other_events_do_not_join_and_the_plan_is_unchange
     (launch,) = join.part_manifests(raw, 1, "perfetto")
     spools = []
     for manifest in launch.chunks:
-        spool = manifest.with_suffix(".out")
-        pftrace_parts.spool(
-            decoder.decoder_class()(str(manifest)),
-            spool,
-            spool.with_name(indices_name(spool.name)),
-            chunk=True,
-        )
-        spools.append(spool)
+        spools.append(_spooled(decoder.decoder_class(), manifest, chunk=True))
     sidecar = spools[1].with_name(indices_name(spools[1].name))
     found = json.loads(sidecar.read_text())
     found[pftrace_parts.SHARED].append(found[pftrace_parts.SHARED][0])  # a second begin

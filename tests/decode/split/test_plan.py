@@ -1,5 +1,5 @@
-"""How a split export's work is handed out: stitch jobs before chunks, and a job's answer
-turned into the error the pool reports."""
+"""How a split export's work is handed out: stitch jobs before chunks, batches sharing one
+set of workers, and a job's answer turned into the error the pool reports."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ import threading
 
 import pytest
 
-from iket_cli.decode.split.plan import Batch, Pieces, Writers
+from iket_cli.decode.split.plan import Batch, Pieces, Queue, Writers
 from iket_cli.decode.tasks import Task
 
 
-def _answering(batch: Batch, answer: dict | None) -> threading.Thread:
+def _answering(queue: Queue, answer: dict | None) -> threading.Thread:
     """A worker's loop in little: every stitch job it takes gets ``answer``."""
 
     def serve():
-        while (unit := batch.next()) is not None:
+        while (taken := queue.next()) is not None:
+            batch, unit = taken
             if isinstance(unit, Pieces):
-                unit.future.set_result(answer)
+                batch.answered(unit, answer)
 
     thread = threading.Thread(target=serve)
     thread.start()
@@ -35,8 +36,9 @@ def _answering(batch: Batch, answer: dict | None) -> threading.Thread:
     ],
 )
 def test_a_jobs_answer_is_the_error_the_pool_reports(tmp_path, answer, raised):
-    batch = Batch([])
-    thread = _answering(batch, answer)
+    batch, queue = Batch([]), Queue()
+    queue.add(batch)
+    thread = _answering(queue, answer)
     try:
         if raised is None:
             Writers(batch, 2)([{"out": "x"}, {"out": "y"}])
@@ -48,23 +50,59 @@ def test_a_jobs_answer_is_the_error_the_pool_reports(tmp_path, answer, raised):
                     "the pool names the artifact"
                 )
     finally:
-        batch.abandon()
+        batch.drained()
+        queue.close()
         thread.join(5)
-    assert not thread.is_alive(), "the workers stop once the batch is over"
+    assert not thread.is_alive(), "the workers stop once the decode is over"
+
+
+def _next(queue: Queue):
+    return queue.next()[1]
 
 
 def test_stitch_jobs_go_before_the_chunks_and_an_abandoned_batch_answers_all(tmp_path):
     units = [Task("0x1", tmp_path / f"u{n}", tmp_path, "json", ("json",)) for n in range(3)]
-    batch = Batch(units)
-    assert batch.next() is units[0]
+    batch, queue = Batch(units), Queue()
+    queue.add(batch)
+    assert _next(queue) is units[0]
     futures = batch.first([{"out": "a"}, {"out": "b"}])
-    first, second = batch.next(), batch.next()
+    first, second = _next(queue), _next(queue)
     assert isinstance(first, Pieces) and isinstance(second, Pieces)
     assert (first.job, second.job) == ({"out": "a"}, {"out": "b"}), "in order, before the next chunk"
-    assert batch.next() is units[1]
+    assert _next(queue) is units[1]
     batch.abandon()
-    assert batch.next() is None
     assert batch.futures[units[2]].result().cancelled
     late = batch.first([{"out": "c"}])
     assert late[0].result(timeout=1) is None, "a job after the end is answered, never waited on"
     assert not futures[0].done(), "a job taken is the worker's to answer"
+    queue.close()
+    assert queue.next() is None
+
+
+def test_batches_share_the_workers_jobs_first_and_each_within_its_most(tmp_path):
+    """Two exports' batches in one queue: any batch's jobs before any unit, then units batch
+    by batch, never more of a batch's units at once than its ``most``; a batch is drained
+    once what was handed out of it has ended."""
+    units = [Task("0x1", tmp_path / f"u{n}", tmp_path, "perfetto", ("perfetto",)) for n in range(3)]
+    others = [Task("0x1", tmp_path / f"j{n}", tmp_path, "json", ("json",)) for n in range(2)]
+    capped, plain, queue = Batch(units, most=2), Batch(others), Queue()
+    assert queue.add(capped) == 2 and queue.add(plain) == 4, "the units that may run at once"
+    assert [_next(queue), _next(queue)] == units[:2]
+    assert _next(queue) is others[0], "the capped batch waits: the next batch's unit"
+    (job,) = plain.first([{"out": "x"}])
+    taken = _next(queue)
+    assert isinstance(taken, Pieces) and taken.future is job
+    capped.done(units[0], None)
+    assert _next(queue) is units[2], "a unit ended: the capped batch goes on"
+    drained = threading.Thread(target=capped.drained)
+    drained.start()
+    drained.join(0.2)
+    assert drained.is_alive(), "two of its units still run"
+    for unit in units[1:]:
+        capped.done(unit, None)
+    drained.join(5)
+    assert not drained.is_alive()
+    plain.answered(taken, {"error": None})
+    assert job.result(timeout=1) == {"error": None}
+    queue.close()
+    assert plain.futures[others[1]].result(timeout=1).cancelled, "closed: what was never handed out"
