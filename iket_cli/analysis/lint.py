@@ -34,6 +34,7 @@ from ..model.trace import Trace
 from ..model.vocab import PAYLOAD_TYPES, PUSH_POP, START_END, TIMER_STEP_NS, WARP_TRACE
 from .launches import mode_of
 from .payloads import type_conflicts
+from .stats import any_distinct
 
 NAME_LIMIT_BYTES = 32
 NAME_MARGIN_BYTES = 4
@@ -250,9 +251,7 @@ def _tally(names, kinds) -> dict[tuple[int, int], int]:
 
 def _distinct(values) -> list[int]:
     """The distinct values of an index column (numpy's, not a Python set of a million ints)."""
-    import numpy as np
-
-    return np.unique(np.asarray(values, np.int64)).tolist()
+    return any_distinct(values).tolist()
 
 
 def _durations(launches: list):

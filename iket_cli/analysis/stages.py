@@ -168,13 +168,16 @@ class _Table:
         keys = distinct(np.concatenate([self.warp, lw]))
         first = np.full(len(keys), np.iinfo(np.int64).max, dtype=np.int64)
         last = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
-        np.minimum.at(first, np.searchsorted(keys, self.warp), self.start)
-        np.maximum.at(last, np.searchsorted(keys, self.warp), self.end)
-        place = np.searchsorted(keys, lw)
+        at, place = np.searchsorted(keys, self.warp), np.searchsorted(keys, lw)
+        lived = np.zeros(len(keys), bool)
+        lived[place] = True
+        own = np.flatnonzero(~lived[at])  # the ranges of warps without a lifetime (ufunc.at is slow)
+        np.minimum.at(first, at[own], self.start[own])
+        np.maximum.at(last, at[own], self.end[own])
         first[place], last[place] = ls, le
         self.keys, self.born, self.died = keys, first, last
         cta_of_key = np.zeros(len(keys), dtype=np.int64)
-        cta_of_key[np.searchsorted(keys, self.warp)] = self.cta
+        cta_of_key[at] = self.cta
         self.key_cta = cta_of_key
 
     def born_of(self, warps):

@@ -72,6 +72,21 @@ def distinct(values, counts: bool = False):
     return (found, tally[found]) if counts else found
 
 
+#: Up to this value :func:`any_distinct` counts; above, a count's table would outgrow the values.
+COUNTED_MAX = 1 << 24
+
+
+def any_distinct(values):
+    """The sorted distinct values of an int array: counted (:func:`distinct`) when they are
+    small and non-negative (an index column), else by ``np.unique`` (a -1 among them)."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=np.int64)
+    if len(values) and int(values.min()) >= 0 and int(values.max()) < COUNTED_MAX:
+        return distinct(values)
+    return np.unique(values)
+
+
 def ints(column):
     """An ``array`` column as an int64 numpy array (a view where it already is one)."""
     import numpy as np

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..analysis import launches as launches_mod
 from ..analysis.flows import Flow
+from ..analysis.stats import any_distinct
 from ..model import trace as trace_mod
 from ..model.annotations import Roles
 from ..model.names import Namer, demangle
@@ -83,7 +84,7 @@ def _launch(
     locations = loaded.locations
     r, m, w = launch.ranges, launch.markers, launch.warps
     rloc, mloc, wloc = (np.asarray(c.loc, np.int64) for c in (r, m, w))
-    used = np.unique(np.concatenate([wloc, rloc, mloc])).tolist()
+    used = any_distinct(np.concatenate([wloc, rloc, mloc])).tolist()
 
     def where(loc: int) -> tuple:
         info = locations[loc] if 0 <= loc < len(locations) else {}

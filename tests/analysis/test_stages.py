@@ -241,3 +241,27 @@ def test_diff_gates_stage_periods_and_says_when_the_bound_moved(tmp_path):
     rows = {r["range"]: r for r in json.loads(moved.stdout)["changes"]}
     assert rows["reduce (period)"]["base"] == 1000 and rows["reduce (period)"]["new"] == 2020
     assert rows["reduce (period)"]["regression"]
+
+
+def test_a_warp_lives_its_lifetime_or_else_the_span_of_its_own_ranges():
+    """Warp 0 of each CTA has its lifetime in the trace, warp 1 none: warp 1's span is
+    then the first start to the last end of its ranges."""
+    trace = simulate(100, 50, tiles=5)
+    launch = trace.launches[0]
+    rows = list(zip(launch.warps.loc, launch.warps.start, launch.warps.end, strict=True))
+    lifetimes = {loc: (start, end) for loc, start, end in rows}
+    kept = Columns()
+    for loc, start, end in rows:
+        if loc % 2 == 0:
+            kept.loc.append(loc), kept.start.append(start), kept.end.append(end), kept.name.append(0)
+    trace.launches[0] = Launch("k", (2, 1, 1), (64, 1, 1), 1, ranges=launch.ranges, warps=kept)
+    table = stages._Table(trace, [0])
+    ranges = launch.ranges
+    for loc in range(4):
+        if loc % 2 == 0:
+            expected = lifetimes[loc]
+        else:
+            own = [k for k, at in enumerate(ranges.loc) if at == loc]
+            expected = (min(ranges.start[k] for k in own), max(ranges.end[k] for k in own))
+        (born,) = table.born_of([loc]).tolist()
+        assert (born, int(table.died[list(table.keys).index(loc)])) == expected, loc
