@@ -39,6 +39,17 @@ def innermost(launch: Launch):
     end_key = (r_loc[order] + 1) * span + (r_end[order] - origin)
     mark_key = (m_loc + 1) * span + (m_ts - origin)
     position = np.searchsorted(start_key, mark_key, side="right") - 1
+    # most marks fall in their last candidate; only the others descend
+    pending = np.flatnonzero((position >= 0) & (end_key[np.maximum(position, 0)] < mark_key))
+    if len(pending):
+        position[pending] = _descended(np, end_key, position[pending], mark_key[pending])
+    found = np.flatnonzero(position >= 0)
+    return found.astype(np.int64), order[position[found]].astype(np.int64)
+
+
+def _descended(np, end_key, position, mark_key):
+    """Each mark's last candidate range that has not ended before it (-1: none), from
+    ``position`` back: a binary descent over a sparse table of the ranges' ends."""
     table = [end_key]  # table[j][i] = max(end_key[i : i + 2**j])
     while 2 ** len(table) <= len(end_key):
         half = 2 ** (len(table) - 1)
@@ -50,8 +61,7 @@ def innermost(launch: Launch):
         ended = np.zeros(len(position), bool)
         ended[usable] = table[level][block[usable]] < mark_key[usable]
         position[ended] -= width
-    found = np.flatnonzero(position >= 0)
-    return found.astype(np.int64), order[position[found]].astype(np.int64)
+    return position
 
 
 def _swept(launch: Launch):
