@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|pftrace|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|pftrace|scaling|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, docs/cute.md;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -126,14 +126,17 @@ if [[ $part == pftrace ]]; then  # issue 35: the Perfetto export split and joine
     python3 -m pip install -q --no-deps --target /tmp/pfwhl .pfwhl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/pfwhl
   fi
   echo "== iket postprocess --format perfetto against run-iket's, ITERS=${BIG_ITERS:-512} LAUNCHES=3"
+  raw=$out/big${BIG_ITERS:-512}_raw.tar.xz  # the raw capture comes back: CPU machines time the same data
   python3 bench/bench_pftrace.py --iters "${BIG_ITERS:-512}" --launches 3 --runs "${BENCH_RUNS:-3}" --check \
-    --json "$keep/pftrace_${BIG_ITERS:-512}.json" 2>&1 | tail -4
+    --save-raw "$raw" --json "$keep/pftrace_${BIG_ITERS:-512}.json" 2>&1 | tail -4
+  for fmt in perfetto json all; do  # where the time goes, step by step (bench/decode_timeline.py)
+    echo "== timeline --format $fmt"
+    python3 bench/decode_timeline.py "$raw" --format "$fmt" --rows > "$keep/timeline_$fmt.txt" 2>&1
+    tail -9 "$keep/timeline_$fmt.txt"
+  done
   echo "== the same on keep256"
   python3 bench/bench_pftrace.py --raw tests/fixtures/keep256_raw.tar.xz --runs "${BENCH_RUNS:-3}" --check \
     --json "$keep/pftrace_keep256.json" 2>&1 | tail -4
-  echo "== profile --postprocess all, ITERS=${BIG_ITERS:-512}"
-  python3 bench/bench_scaling.py --iters "${BIG_ITERS:-512}" --launches 3 --postprocess all --logs "$keep" \
-    --json "$keep/big_all.json" 2>&1 | tail -3
   if [[ -n ${CHECKS_K:-} ]]; then
     IKET_GPU_KEEP=$keep python3 -m pytest -m gpu scripts/gpu_check.py -v -s -p no:cacheprovider -o addopts="" \
       -k "$CHECKS_K" > "$keep/gpu_check.log" 2>&1
@@ -141,6 +144,12 @@ if [[ $part == pftrace ]]; then  # issue 35: the Perfetto export split and joine
   fi
   tar czf "$out/gpu-pftrace.tgz" -C "$keep" --exclude='*.trace.json' --exclude='*.pftrace*' --exclude='*.html' \
     --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
+  exit 0
+fi
+if [[ $part == scaling ]]; then  # issue 35: profile --postprocess all at three sizes, for docs/scaling.png
+  python3 bench/bench_scaling.py --iters "${SCALING_ITERS:-64,256,512}" --launches 3 --postprocess all \
+    --logs "$keep" --json "$out/bench_scaling.json" 2>&1 | tail -5
+  tar czf "$out/gpu-scaling-logs.tgz" -C "$keep" .
   exit 0
 fi
 if [[ $part == sql ]]; then  # issue 19, two calls: with .gpu (capture + export), then with .sqlwhl (DuckDB)
