@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..model.vocab import JSON_EXPORT
 from .split import columns, join, pftrace_parts
-from .tasks import Outcome, Task, columns_name, found_name, indices_name
+from .tasks import Outcome, Task, columns_name, pftrace_beside
 
 GZIP_LEVEL = 6
 
@@ -89,8 +89,7 @@ def _export(task: Task) -> list[str]:
             return _export_part(task, decoder)
         if task.part:  # a launch, or a chunk of one, of a split Perfetto export
             spooled = task.out_dir / task.outputs()[0]
-            beside = [spooled.with_name(name(spooled.name)) for name in (indices_name, found_name)]
-            pftrace_parts.spool(decoder, spooled, *beside, chunk=bool(task.chunk))
+            pftrace_parts.spool(decoder, spooled, *pftrace_beside(spooled), chunk=bool(task.chunk))
             return task.outputs()
         if task.export == JSON_EXPORT:
             text = decoder.export_decoded_json()

@@ -22,7 +22,7 @@ from . import decoder
 from .split import pftrace_join
 from .split.join import LaunchPart
 from .split.plan import Batch, checked
-from .tasks import Outcome, Task, found_name, indices_name
+from .tasks import Outcome, Task, pftrace_beside
 
 if TYPE_CHECKING:
     from .pool import Decoding
@@ -112,5 +112,5 @@ def _remove(unit: Task) -> None:
     """A part's manifest, spool and what its worker kept beside it."""
     unit.raw.unlink(missing_ok=True)
     spooled = unit.out_dir / unit.outputs()[0]
-    for path in [spooled] + [spooled.with_name(name(spooled.name)) for name in (indices_name, found_name)]:
+    for path in (spooled, *pftrace_beside(spooled)):
         path.unlink(missing_ok=True)

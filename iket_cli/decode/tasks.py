@@ -243,6 +243,12 @@ def found_name(spool: str) -> str:
     return _beside(spool, FOUND)
 
 
+def pftrace_beside(spooled: Path) -> tuple[Path, Path]:
+    """What a Perfetto part's worker keeps beside its spool: its sidecar (where its events
+    begin, its tracks) and the event packets it found (:func:`found_name`)."""
+    return spooled.with_name(indices_name(spooled.name)), spooled.with_name(found_name(spooled.name))
+
+
 def columns_name(spool: str) -> str:
     """``.part1.iket.data.cols``: where a spooled part's scanned columns are kept for the report."""
     return _beside(spool, COLUMNS)

@@ -14,7 +14,7 @@ import pytest
 
 from iket_cli.decode import decoder
 from iket_cli.decode.split import chunks, join, pftrace_join, pftrace_parts
-from iket_cli.decode.tasks import found_name, indices_name
+from iket_cli.decode.tasks import indices_name, pftrace_beside
 from iket_cli.model import pftrace
 
 from conftest import FIXTURES, perfetto_view
@@ -35,8 +35,7 @@ def _spooled(exporter, manifest: Path, *, chunk: bool) -> Path:
     """One part exported and spooled as its worker does it (beside it: its sidecar and the
     packets found in it)."""
     spool = manifest.with_suffix(".out")
-    beside = [spool.with_name(name(spool.name)) for name in (indices_name, found_name)]
-    pftrace_parts.spool(exporter(str(manifest)), spool, *beside, chunk=chunk)
+    pftrace_parts.spool(exporter(str(manifest)), spool, *pftrace_beside(spool), chunk=chunk)
     return spool
 
 
