@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -24,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_pftrace import unpacked  # noqa: E402
 
 T0 = time.monotonic()
 ROWS: list[tuple[float, float, str, str, str]] = []
@@ -63,14 +65,6 @@ def _instrument() -> None:
     _timed(finish, "finish", "finish", lambda args: "")
 
 
-def _source(raw: Path, work: Path) -> Path:
-    if raw.is_dir():
-        return raw
-    with tarfile.open(raw) as archive:
-        archive.extractall(work / "src", filter="data")
-    return next((work / "src").rglob("iket")).parent
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("raw", type=Path, help="a raw capture: a folder holding iket/, or a .tar.xz of one")
@@ -87,7 +81,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="iket-timeline-"))
     try:
         target = work / "capture"
-        shutil.copytree(_source(args.raw, work) / "iket", target / "iket")
+        shutil.copytree(unpacked(work, args.raw) / "iket", target / "iket")
         start = time.monotonic()
         postprocess_capture(target, formats, jobs=args.jobs)
         total = time.monotonic() - start
