@@ -34,25 +34,21 @@ from . import decoder, pftrace_split
 from .serving import Serving
 from .split import chunks, columns, join, stitch
 from .split.plan import Batch, Slots, Writers
-from .tasks import Outcome, Task, columns_name, drop_traces, indices_name, missing_input, part_leftovers
+from .tasks import (
+    Outcome,
+    Progress,
+    Task,
+    columns_name,
+    drop_traces,
+    indices_name,
+    missing_input,
+    part_leftovers,
+)
 from .workers import Workers
 
 #: Up to this many raw bytes a capture is decoded in a fork of the CLI (the decoder already
 #: imported there), above in a worker of its own: a fresh interpreter costs more than it saves.
 INLINE_BYTES = 4 << 20
-
-
-class Progress:
-    """What :func:`run` reports while it decodes. The default says nothing."""
-
-    def planned(self, units: list[Task]) -> None:
-        """The decodes about to run: whole tasks, and the launches of split JSON exports."""
-
-    def started(self, task: Task) -> None:
-        """A task began."""
-
-    def finished(self, outcome: Outcome) -> None:
-        """A task ended, well or not."""
 
 
 def _cpus() -> int:

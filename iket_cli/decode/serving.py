@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from .split.plan import Batch, Pieces, Queue, Slots
-from .tasks import Outcome
+from .tasks import Outcome, Progress
 from .workers import Workers
-
-if TYPE_CHECKING:
-    from .pool import Progress
 
 
 class Serving:

@@ -175,6 +175,19 @@ class Outcome:
     joined: dict | None = None
 
 
+class Progress:
+    """What the pool (:func:`.pool.run`) reports while it decodes. The default says nothing."""
+
+    def planned(self, units: list[Task]) -> None:
+        """The decodes about to run: whole tasks, and the launches of split JSON exports."""
+
+    def started(self, task: Task) -> None:
+        """A task began."""
+
+    def finished(self, outcome: Outcome) -> None:
+        """A task ended, well or not."""
+
+
 def known_counts(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
     """The record counts the decode already knows, by the name of the file it wrote."""
     return {o.written[0]: o.counts for o in outcomes if o.counts is not None and o.written}
