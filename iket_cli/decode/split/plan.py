@@ -46,12 +46,14 @@ class Slots:
 class Batch:
     """The units of one split export, handed out in order to the decode's long-lived workers
     (:class:`Queue`), each with the future its launch waits on; its stitch or join jobs
-    (:class:`Pieces`) go first. No more than ``most`` of its units run at once."""
+    (:class:`Pieces`) go first. No more than ``most`` of its units run at once; the units of
+    batches of a lower ``rank`` go first."""
 
-    def __init__(self, units: list[Task], most: int | None = None) -> None:
+    def __init__(self, units: list[Task], most: int | None = None, rank: int = 0) -> None:
         self.pending: deque = deque(units)
         self.futures: dict[Task, Future] = {unit: Future() for unit in units}
         self.most = most or len(units) or 1
+        self.rank = rank
         self.abandoned = False
         #: Units and jobs handed out and not yet answered.
         self.running = self.jobs = 0
@@ -121,7 +123,8 @@ class Batch:
 
 class Queue:
     """The batches of one decode, handed out to one set of long-lived workers: any batch's
-    jobs first (each finishes a launch), then units, batch by batch in the order added."""
+    jobs first (each finishes a launch), then units, batch by batch by rank, then in the
+    order added."""
 
     def __init__(self) -> None:
         self.batches: list[Batch] = []
@@ -132,7 +135,8 @@ class Queue:
         """Hand out ``batch`` too; the units that may now run at once, over all batches."""
         with self._changed:
             batch.share(self._changed)
-            self.batches = [b for b in self.batches if not b.abandoned] + [batch]
+            kept = [b for b in self.batches if not b.abandoned] + [batch]
+            self.batches = sorted(kept, key=lambda b: b.rank)  # stable: the order added, by rank
             self._changed.notify_all()
             return sum(min(len(b.pending) + b.running, b.most) for b in self.batches)
 

@@ -106,3 +106,13 @@ def test_batches_share_the_workers_jobs_first_and_each_within_its_most(tmp_path)
     assert job.result(timeout=1) == {"error": None}
     queue.close()
     assert plain.futures[others[1]].result(timeout=1).cancelled, "closed: what was never handed out"
+
+
+def test_a_batch_of_a_lower_rank_goes_first_whenever_it_was_added(tmp_path):
+    later = [Task("0x1", tmp_path / f"p{n}", tmp_path, "perfetto", ("perfetto",)) for n in range(2)]
+    sooner = [Task("0x1", tmp_path / f"j{n}", tmp_path, "json", ("json",)) for n in range(2)]
+    queue = Queue()
+    queue.add(Batch(later, rank=1))
+    queue.add(Batch(sooner))
+    assert [_next(queue) for _ in range(4)] == [*sooner, *later]
+    queue.close()
