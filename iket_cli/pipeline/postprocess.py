@@ -21,9 +21,10 @@ from ..capture import outdir
 from ..decode import pool
 from ..decode import tasks as tasks_mod
 from ..decode.tasks import Outcome
-from ..errors import DecodeError, Status, UsageError
+from ..errors import CaptureInterrupted, DecodeError, Status, Terminated, UsageError, signal_of
 from ..model import artifacts
 from ..model.vocab import FORMATS, MANIFEST_NAME, STATS_NAME, trace_glob
+from ..system import signals
 from ..system.filesystem import DISK_FULL
 
 
@@ -44,8 +45,12 @@ def postprocess_capture(
             f"{capture_dir} holds no raw capture (no iket/pid_*/iket.data.json)",
             hint="capture with iket profile --keep (or run-iket --keep) to decode later",
         )
-    with outdir.Lock(capture_dir), _as_before_unless_done(capture_dir):
-        return _decode(capture_dir, formats, tasks, jobs, progress)
+    with signals.as_exception():
+        try:
+            with outdir.Lock(capture_dir), _as_before_unless_done(capture_dir):
+                return _decode(capture_dir, formats, tasks, jobs, progress)
+        except (KeyboardInterrupt, Terminated) as error:  # after the decode: its lint and report
+            raise CaptureInterrupted.by(signal_of(error), " after decoding", phase="postprocess") from None
 
 
 #: Beside an artifact while a decode may replace it (a hard link: the bytes as they were).
