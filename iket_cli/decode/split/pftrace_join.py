@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...model import pftrace as P
-from ..tasks import DEFLATED, MOVED, found_name, indices_name
+from ..tasks import DEFLATED, MOVED, pftrace_beside
 from . import gzip_parts
 from .join import copy_range
 from .pftrace_parts import CTA_PREFIX, EVENTS, SHARED, TRACKS, shared_tracks
@@ -113,7 +113,7 @@ class Join:
             job = {
                 "kind": "move",
                 "spool": str(spool),
-                "found": str(spool.with_name(found_name(spool.name))),
+                "found": str(pftrace_beside(spool)[1]),
                 "events": info[EVENTS],
                 "table": table,
                 "drop": sorted(drop),
@@ -242,7 +242,7 @@ class Join:
 
 
 def _sidecar(spool: Path) -> Path:
-    return spool.with_name(indices_name(spool.name))
+    return pftrace_beside(spool)[0]
 
 
 def _renames(info: dict, rename: dict) -> bool:
