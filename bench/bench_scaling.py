@@ -74,7 +74,7 @@ def one_size(work: Path, iters: int, launches: int, fmt: str = "all", logs: Path
     }
 
 
-def plot(rows: list[dict], png: Path) -> None:
+def plot(rows: list[dict], png: Path, host: str = "the GPU host") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,7 +88,8 @@ def plot(rows: list[dict], png: Path) -> None:
     ax.plot(millions, [r["iket_post_s"] for r in rows], "o--", label="iket: after the passes")
     ax.set_xlabel("events (millions: ranges + markers)")
     ax.set_ylabel("seconds (wall)")
-    ax.set_title("big_kernel.py on the H200, LAUNCHES=3, ITERS=64/256/512")
+    sizes = "/".join(str(r["iters"]) for r in rows)
+    ax.set_title(f"big_kernel.py on {host}, LAUNCHES=3, ITERS={sizes}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -104,9 +105,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path, help="draw a JSON written by --json (no GPU needed)")
     parser.add_argument("--png", type=Path, default=ROOT / "docs" / "scaling.png")
+    parser.add_argument("--host", default="the GPU host", help="named in the plot's title")
     args = parser.parse_args()
     if args.plot:
-        plot(json.loads(args.plot.read_text())["rows"], args.png)
+        plot(json.loads(args.plot.read_text())["rows"], args.png, args.host)
         return 0
     work = Path(tempfile.mkdtemp(prefix="iket-scaling-"))
     shutil.copy(WORKLOAD, work)

@@ -47,8 +47,8 @@ def _timed(owner, name: str, kind: str, label) -> None:
 
 
 def _instrument() -> None:
-    from iket_cli.decode import workers
-    from iket_cli.decode.split import pftrace_join
+    from iket_cli.decode import json_split, workers
+    from iket_cli.decode.split import columns, join, pftrace_join, stitch
     from iket_cli.pipeline import finish
 
     def unit(args) -> str:
@@ -63,6 +63,12 @@ def _instrument() -> None:
     _timed(pftrace_join.Join, "add", "join plan", lambda args: Path(args[1]).name)
     _timed(pftrace_join.Join, "write", "join write", lambda args: "")
     _timed(finish, "finish", "finish", lambda args: "")
+    _timed(finish.lint_mod, "lint", "lint", lambda args: "")
+    _timed(finish.report_mod, "process_page", "report", lambda args: "")
+    _timed(stitch.Stitch, "__init__", "stitch read", lambda args: f"{len(args[1])} chunks")
+    _timed(json_split, "_join_columns", "columns join", lambda args: f"{len(args[0])} chunks")
+    _timed(columns, "assemble", "columns assemble", lambda args: "")
+    _timed(join.Merger, "finish", "merge finish", lambda args: "")
 
 
 def main() -> int:

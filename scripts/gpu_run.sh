@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|pftrace|scaling|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|pftrace|post|scaling|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, docs/cute.md;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -17,7 +17,10 @@ help_time() {
 }
 echo "== versions"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -m iket_cli --version
-if [[ $part == checks || $part == all || -n ${CHECKS_K:-} ]]; then
+if ls .pfwhl/*.whl >/dev/null 2>&1; then  # Perfetto's schema for the trace checks (no registry here)
+  python3 -m pip install -q --no-deps --target /tmp/pfwhl .pfwhl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/pfwhl
+fi
+if [[ $part == checks || $part == all ]]; then
   help_time
   echo "== parent never imports torch or TIRx"
   python3 -c "import sys, runpy; sys.argv=['iket','--help']
@@ -122,9 +125,6 @@ if [[ $part == big ]]; then  # issue 22: big_kernel.py at ITERS=512 LAUNCHES=3, 
   exit 0
 fi
 if [[ $part == pftrace ]]; then  # issue 35: the Perfetto export split and joined, against run-iket
-  if ls .pfwhl/*.whl >/dev/null 2>&1; then  # Perfetto's schema for the trace checks (no registry here)
-    python3 -m pip install -q --no-deps --target /tmp/pfwhl .pfwhl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/pfwhl
-  fi
   echo "== iket postprocess --format perfetto against run-iket's, ITERS=${BIG_ITERS:-512} LAUNCHES=3"
   raw=$out/big${BIG_ITERS:-512}_raw.tar.xz  # the raw capture comes back: CPU machines time the same data
   python3 bench/bench_pftrace.py --iters "${BIG_ITERS:-512}" --launches 3 --runs "${BENCH_RUNS:-3}" --check \
@@ -144,6 +144,17 @@ if [[ $part == pftrace ]]; then  # issue 35: the Perfetto export split and joine
   fi
   tar czf "$out/gpu-pftrace.tgz" -C "$keep" --exclude='*.trace.json' --exclude='*.pftrace*' --exclude='*.html' \
     --exclude='*/iket' --exclude='*/tracker' --exclude='*.cubin' .
+  exit 0
+fi
+if [[ $part == post ]]; then  # issue 35: where --postprocess all's time goes, on the kept ITERS=512 capture; the profile
+  for fmt in all perfetto; do
+    echo "== timeline --format $fmt (docs/gpu/pftrace/big512_raw.tar.xz)"
+    python3 bench/decode_timeline.py docs/gpu/pftrace/big512_raw.tar.xz --format "$fmt" --rows > "$keep/timeline_$fmt.txt" 2>&1
+    tail -14 "$keep/timeline_$fmt.txt"
+  done
+  python3 bench/bench_scaling.py --iters "${BIG_ITERS:-512}" --launches 3 --postprocess all --logs "$keep" \
+    --json "$keep/bench_scaling.json" 2>&1 | tail -3
+  tar czf "$out/gpu-post.tgz" -C "$keep" .
   exit 0
 fi
 if [[ $part == scaling ]]; then  # issue 35: profile --postprocess all at three sizes, for docs/scaling.png

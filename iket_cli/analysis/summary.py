@@ -81,7 +81,7 @@ def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
         _group(_ints(r.name), _ints(r.end) - _ints(r.start), durations)
         _group(_ints(r.name), _ints(r.kind), kinds)
         warp_times.append(_ints(w.end) - _ints(w.start))
-        counts.update(Counter(launch.markers.name))
+        _count(_ints(launch.markers.name), counts)
         _mark_offsets(launch, offsets)
     warp_total = int(sum(int(times.sum()) for times in warp_times))
     ranges = []
@@ -104,6 +104,18 @@ def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
         sorted(ranges, key=lambda row: -row.durations.total),
         markers,
     )
+
+
+def _count(names, into: Counter) -> None:
+    """Add each name's count to ``into``, new names in first-seen order (as ``Counter.update``
+    would, without a Python step per mark: a big launch has a million)."""
+    import numpy as np
+
+    if not len(names):
+        return
+    found, first, count = np.unique(names, return_index=True, return_counts=True)
+    for at in np.argsort(first, kind="stable").tolist():
+        into[int(found[at])] += int(count[at])
 
 
 def _group(keys, values, into: dict[int, list]) -> None:
@@ -224,6 +236,22 @@ FILTER_FLAGS = {
 }
 
 
+#: Each group of a trace's launches (:func:`.groups.groups`): its name, its launches and
+#: their kernels' summaries (:func:`summarize`).
+Summed = list[tuple[str, Trace, list[KernelSummary]]]
+
+
+def summarize_groups(
+    loaded: Trace, *, by: str = "kernel", roles: Roles | None = None, **filters: Any
+) -> Summed:
+    """The costly part of :func:`summarize_loaded`, the trace's alone: its launches chosen by
+    ``filters``, grouped ``by``, each group summarized (a process's report works it out
+    while the decode's other exports still run)."""
+    quiet = launches_mod.quiet_kernels(loaded)
+    chosen = trace_mod.select(loaded, **filters)
+    return [(group, part, summarize(part)) for group, part in groups(chosen, by, roles, quiet)]
+
+
 def summarize_loaded(
     label: str,
     path: Path,
@@ -235,11 +263,13 @@ def summarize_loaded(
     roles: Roles | None = None,
     namer: Namer | None = None,
     context: Beside | None = None,
+    summed: Summed | None = None,
     **filters: Any,
 ) -> list[dict]:
     """:func:`summarize_capture` of one trace already in memory (loaded once for the
     report, lint and summary); ``findings`` are its lint findings, ``context`` what its
-    folder says of it (:func:`~iket_cli.model.folder.beside`), where already known.
+    folder says of it (:func:`~iket_cli.model.folder.beside`), ``summed`` its
+    :func:`summarize_groups` for the same ``by``, ``roles`` and filters, where already known.
 
     Kernels that recorded events get a summary of their ranges and marks (``kernels``);
     those that recorded none (every kernel of a ``--warp-trace`` capture) a row of launch
@@ -252,10 +282,9 @@ def summarize_loaded(
     quiet = launches_mod.quiet_kernels(loaded)
     mode = launches_mod.mode_of(loaded, found.mode)
     untraced = _matching(_untraced(found), filters)
-    chosen = trace_mod.select(loaded, **filters)
     result = []
-    for group, part in groups(chosen, by, roles, quiet):
-        kernels = [k for k in summarize(part) if k.kernel not in quiet and (k.ranges or k.markers)]
+    for group, part, kernels in summed or summarize_groups(loaded, by=by, roles=roles, **filters):
+        kernels = [k for k in kernels if k.kernel not in quiet and (k.ranges or k.markers)]
         for kernel in kernels:
             kernel.ranges = kernel.ranges[:top] if top else kernel.ranges
             kernel.name, kernel.demangled = namer(kernel.kernel), demangle(kernel.kernel)

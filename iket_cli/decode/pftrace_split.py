@@ -41,7 +41,7 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
     # within a whole export's memory; after the JSON export's units, whose launches end in a
     # stitch and a merge, a longer tail than a part's move, which the Perfetto parts then cover
     batch = Batch(every, task.most_at_once(len(every)), rank=1)
-    run.serving.hand_out(batch)
+    run.hand_out(task, batch)
     join = pftrace_join.Join(len(launches), pftrace=pftrace is not None, gz=gz is not None)
     moves: list = []  # (job, the future of its answer), in the order planned
     try:

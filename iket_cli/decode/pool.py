@@ -3,20 +3,15 @@
 run-iket decodes one process after another, one format after another, on one core. Here the
 tasks run in parallel, each small one in a fork of this process and each large one in a worker
 process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt capture fails that
-task alone, never the CLI. The Perfetto export of a big process is split and joined by
-:mod:`.pftrace_split`. The JSON export of a process with several launches, or with a big
-one, is split: each launch, or each chunk of a big launch's CTAs (:mod:`.split.chunks`), is
-exported by the decode's long-lived workers (:mod:`.serving`: one set for every split export),
-side by side with every other task; a launch's
-chunks are stitched (:mod:`.split.stitch`: read and planned here, its bytes written by the same
-workers, :mod:`.split.stitch_jobs`) and each launch merged (:mod:`.split.join`) in launch order
-as soon as it and those before it are done. ``jobs`` bounds the decodes running at once, chunks,
-stitch jobs and merges included, and a stitch or a merge goes before the next chunk
-(:mod:`.split.plan`). The merge's outcome carries its record counts for the manifest, and with
-``html`` the trace made of the workers' scanned columns for the report (:mod:`.split.columns`):
-the merged file is never read back (the figures against run-iket's export: docs/benchmarks.md,
-issue 22). An interrupt kills the workers, removes their half-written files and raises
-:class:`~iket_cli.errors.CaptureInterrupted`.
+task alone, never the CLI. A big process's JSON and Perfetto exports are split by launches
+and CTA chunks (:mod:`.json_split`, :mod:`.pftrace_split`), their units and jobs run by the
+decode's long-lived workers (:mod:`.serving`: one set for every split export, started here
+or ahead, during the capture pass, :func:`prestart`), the JSON export's handed out first.
+``jobs`` bounds the decodes running at once, chunks, stitch jobs and merges included, and a
+stitch or a merge goes before the next chunk (:mod:`.split.plan`). A JSON export's trace,
+assembled from its workers' columns for the report, is handed to whoever listens
+(:meth:`Decoding.listen`) as soon as it is merged. An interrupt kills the workers, removes
+their half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
 """
 
 from __future__ import annotations
@@ -24,31 +19,37 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model.vocab import JSON_EXPORT
 from ..system import signals
 from ..system.runner import Cancelled, wait_all
-from . import decoder, pftrace_split
+from . import decoder, json_split, pftrace_split
 from .serving import Serving
-from .split import chunks, columns, join, stitch
-from .split.plan import Batch, Slots, Writers
+from .split import chunks, join
+from .split.plan import Batch, Slots
 from .tasks import (
     Outcome,
     Progress,
     Task,
-    columns_name,
     drop_traces,
-    indices_name,
     missing_input,
     part_leftovers,
 )
-from .workers import Workers
+from .workers import Prestarted, Workers
+
+if TYPE_CHECKING:
+    from ..model.trace import Trace
 
 #: Up to this many raw bytes a capture is decoded in a fork of the CLI (the decoder already
 #: imported there), above in a worker of its own: a fresh interpreter costs more than it saves.
 INLINE_BYTES = 4 << 20
+#: The free memory a prestarted worker is counted to take (some 30 MB once the decoder is
+#: imported, its first unit's pages on top).
+PRESTARTED_BYTES = 256 << 20
 
 
 def _cpus() -> int:
@@ -76,20 +77,33 @@ def _mem_available() -> int | None:
     return None
 
 
+def prestart() -> Prestarted:
+    """Long-lived workers to start while a capture pass runs, for its decode (:func:`run`'s
+    ``prestarted``): one a CPU, as many as the free memory holds at :data:`PRESTARTED_BYTES` each."""
+    count = _cpus()
+    available = _mem_available()
+    if available:
+        count = max(1, min(count, available // PRESTARTED_BYTES))
+    return Prestarted(count)
+
+
 def run(
     tasks: list[Task],
     *,
     jobs: int | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    prestarted: Prestarted | None = None,
 ) -> list[Outcome]:
     """Run every task; never raises for a task's failure (see ``Outcome.error``).
 
     Ctrl-C, SIGTERM or ``cancel`` (set from another thread) kill the workers, remove their
     half-written files and raise :class:`~iket_cli.errors.CaptureInterrupted`; the tasks
-    stopped that way are reported to ``progress`` as cancelled, not as failed.
+    stopped that way are reported to ``progress`` as cancelled, not as failed. ``prestarted``:
+    workers started ahead (:func:`prestarted`), taken before any is started; the caller
+    closes it.
     """
-    with start(tasks, jobs=jobs, progress=progress, cancel=cancel) as decoding:
+    with start(tasks, jobs=jobs, progress=progress, cancel=cancel, prestarted=prestarted) as decoding:
         return decoding.wait()
 
 
@@ -99,6 +113,7 @@ def start(
     jobs: int | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    prestarted: Prestarted | None = None,
 ) -> Decoding:
     """Start every task now and return at once: the caller can do its own work (import what
     it needs after the decode, say) while the workers run, then :meth:`Decoding.wait`.
@@ -106,17 +121,22 @@ def start(
     Use it as a context manager: an interrupt anywhere inside (in the caller's own work
     too) stops the workers as :func:`run` does.
     """
-    return Decoding(tasks, jobs, progress or Progress(), cancel)
+    return Decoding(tasks, jobs, progress or Progress(), cancel, prestarted)
 
 
 class Decoding:
     """Tasks running in their threads and worker processes (see :func:`start`)."""
 
     def __init__(
-        self, tasks: list[Task], jobs: int | None, progress: Progress, cancel: threading.Event | None
+        self,
+        tasks: list[Task],
+        jobs: int | None,
+        progress: Progress,
+        cancel: threading.Event | None,
+        prestarted: Prestarted | None = None,
     ) -> None:
         self.tasks, self.progress, self.cancel = tasks, progress, cancel
-        self.workers = Workers()
+        self.workers = Workers(prestarted)
         self.lock = threading.Lock()
         self.done: list[Outcome] = []  # the tasks' outcomes, as they finish (see _hold)
         self.cpus = jobs or _cpus()
@@ -128,9 +148,48 @@ class Decoding:
         self.pool = ThreadPoolExecutor(max_workers=max(1, len(tasks)))
         #: The long-lived workers every split export's units and jobs are handed out to.
         self.serving = Serving(self.workers, self.slots, self.progress, self.lock, self.jobs)
+        #: The JSON exports that may be split, until their units are handed out (:meth:`hand_out`).
+        self._json_ahead = {task for task in tasks if task.export == JSON_EXPORT and _split(task)}
+        self._handed = threading.Condition()
+        self._listener: Callable[[str, Trace], None] | None = None
         self.futures = [self.pool.submit(self._one, task) for task in tasks]
 
+    def listen(self, assembled: Callable[[str, Trace], None]) -> None:
+        """Call ``assembled(file name, trace)`` for each trace a JSON export assembles (for
+        the report), at once for those already assembled, in the thread that assembled it."""
+        with self.lock:
+            self._listener = assembled
+            ready = [(o.written[0], o.trace) for o in self.done if o.trace is not None and o.written]
+        for name, trace in ready:
+            assembled(name, trace)
+
+    def hand_out(self, task: Task, batch: Batch) -> int:
+        """Give the ``batch`` of a split export to the workers (:meth:`.serving.Serving.hand_out`),
+        the JSON exports' first: a JSON launch ends in a stitch and a merge and the report
+        waits for them, a longer tail than a Perfetto part's move, which the Perfetto parts
+        then run beside (on 16 CPUs the Perfetto parts, planned sooner, took the workers first
+        and the JSON export ended a round of units later)."""
+        if task.export != JSON_EXPORT:
+            with self._handed:
+                while self._json_ahead and not self.workers.cancelled:
+                    self._handed.wait(0.1)
+        try:
+            return self.serving.hand_out(batch)
+        finally:
+            self._handed_out(task)
+
+    def _handed_out(self, task: Task) -> None:
+        with self._handed:
+            self._json_ahead.discard(task)
+            self._handed.notify_all()
+
     def _one(self, task: Task) -> Outcome:
+        try:
+            return self._decoded(task)
+        finally:
+            self._handed_out(task)  # a JSON export not split, or failed: nothing to wait for
+
+    def _decoded(self, task: Task) -> Outcome:
         if self.workers.cancelled:
             return Outcome(task, 0.0, cancelled=True)
         with self.lock:
@@ -142,115 +201,23 @@ class Decoding:
             with self.slots():
                 outcome = self.workers.forked(task)
         elif _split(task) and (launches := _parts(task, self.cpus)):
-            if task.export == JSON_EXPORT:
-                outcome = self._by_launches(task, launches)
-            else:
-                outcome = pftrace_split.by_launches(self, task, launches)
+            split = json_split if task.export == JSON_EXPORT else pftrace_split
+            outcome = split.by_launches(self, task, launches)
         else:
             with self.slots():
                 outcome = self.workers.decode(task)
         with self.lock:
             self.progress.finished(outcome)
             self._hold(outcome)
+            listener = self._listener
+        if listener is not None and outcome.trace is not None and outcome.written:
+            listener(outcome.written[0], outcome.trace)
         return outcome
 
     def _hold(self, outcome: Outcome) -> None:
         """Keep the assembled traces of the last tasks only (:func:`.tasks.drop_traces`)."""
         self.done.append(outcome)
         drop_traces(self.done)
-
-    def _by_launches(self, task: Task, launches: list[join.LaunchPart]) -> Outcome:
-        """Each launch (or each chunk of its CTAs) in a long-lived worker, within the slots;
-        each launch merged in order as soon as it and the ones before it are done (the last
-        merge ends the task)."""
-        start = time.monotonic()
-        out = task.out_dir / task.outputs()[0]
-        tmp = decoder.temporary(out)
-        parts = task.parts(len(launches))
-        units = task.units([len(launch.chunks) or 1 for launch in launches])
-        batch = Batch([unit for group in units for unit in group])
-        writers = Writers(batch, self.serving.hand_out(batch))
-        scanned: list = []  # each launch, as its workers scanned it (html only)
-        try:
-            with join.Merger(tmp) as merger:
-                for part, launch, group in zip(parts, launches, units, strict=True):
-                    outcomes = [batch.futures[unit].result() for unit in group]
-                    failed = next((done for done in outcomes if done.cancelled or done.error), None)
-                    if failed is None:
-                        spooled = self._merge(merger, part, launch, outcomes, writers)
-                        failed = spooled if isinstance(spooled, Outcome) else None  # its whole decode
-                    if failed is not None:
-                        return self.part_failed(task, failed, start, batch)
-                    scanned.append(_columns(spooled))
-                    _remove_spool(part)
-                with self.slots(urgent=True):
-                    merger.finish()
-            os.replace(tmp, out)
-            assembled = None
-            if scanned and None not in scanned:  # the report's trace, not a read of the file
-                assembled = columns.assemble(out, scanned, merger.maps, merger.strings, merger.locations)
-        except OSError as error:
-            message = f"{error.strerror or error} writing {error.filename or out}"
-            return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
-        except ValueError as error:  # a part the merge cannot read (not the decoder's layout)
-            if self.workers.cancelled:  # a worker writing the launch was stopped
-                return Outcome(task, time.monotonic() - start, cancelled=True)
-            return Outcome(task, time.monotonic() - start, error=f"{task.raw}: merging its launches: {error}")
-        finally:
-            batch.drained()  # no worker still writing a part's files when they are removed
-            tmp.unlink(missing_ok=True)
-            for unit in [*parts, *batch.futures]:
-                unit.raw.unlink(missing_ok=True)
-                _remove_spool(unit)
-        seconds = time.monotonic() - start
-        return Outcome(task, seconds, written=[out.name], counts=merger.counts, trace=assembled)
-
-    def _merge(
-        self,
-        merger: join.Merger,
-        part: Task,
-        launch: join.LaunchPart,
-        outcomes: list,
-        run: Writers,
-    ):
-        """Merge one decoded launch: its spool, or its chunks stitched (into a spool of its
-        own for the first launch, which becomes the output; straight into the output for a
-        later one) by the batch's workers side by side (``run``); the launch decoded whole
-        if they do not stitch. Returns the path its columns are kept beside, or the Outcome
-        of its whole decode when that failed. Only what runs here takes a slot: the
-        workers take their own."""
-        spooled = part.out_dir / part.outputs()[0]
-        if not launch.chunks:
-            with self.slots(urgent=True):
-                merger.add(spooled)
-            return spooled
-        spools = [done.task.out_dir / done.task.outputs()[0] for done in outcomes]
-        try:
-            try:
-                with self.slots(urgent=True):
-                    stitched = stitch.Stitch(spools, launch.firsts, launch.ctas)
-            except ValueError:  # not the layout the stitch relies on: the launch decoded whole
-                with self.slots(urgent=True):
-                    done = self.workers.decode(part)
-                if done.error or done.cancelled:
-                    return done
-                with self.slots(urgent=True):
-                    merger.add(spooled)
-                return spooled
-            with stitched:  # from here on only a write can fail (OSError)
-                if merger.handle is None:
-                    merger.add(spooled, stitched.write_file(spooled, run, run.parts))
-                else:
-                    merger.write_launch(
-                        stitched.tables,
-                        lambda handle, names, locs: stitched.write_into(handle, names, locs, run, run.parts),
-                    )
-                with self.slots(urgent=True):
-                    _join_columns(spools, stitched.maps, launch.ctas, spooled)
-        finally:
-            for done in outcomes:
-                _remove_spool(done.task)
-        return spooled
 
     @staticmethod
     def part_failed(task: Task, done: Outcome, start: float, batch: Batch) -> Outcome:
@@ -313,31 +280,6 @@ def _units(task: Task, cpus: int) -> list[Task]:
         return [task]
     counts = join.planned_parts(task.raw, _chunk_bytes(task, cpus))
     return [unit for group in task.units(counts) for unit in group] or [task]
-
-
-def _columns(spooled):
-    """The launch a part's worker scanned and kept beside its spool, or None."""
-    kept = spooled.with_name(columns_name(spooled.name))
-    return columns.read(kept) if kept.is_file() else None
-
-
-def _join_columns(spools: list, maps: list, ctas: int, spooled) -> None:
-    """The stitched launch's columns from its chunks' (html only; where they do not join,
-    none: the report then reads the merged file)."""
-    kept = [spool.with_name(columns_name(spool.name)) for spool in spools]
-    joined = spooled.with_name(columns_name(spooled.name))
-    if all(path.is_file() for path in kept):
-        try:
-            columns.join(kept, maps, ctas, joined)
-        except ValueError:
-            joined.unlink(missing_ok=True)
-
-
-def _remove_spool(part: Task) -> None:
-    """A merged (or abandoned) part's spool and what was kept beside it."""
-    spooled = part.out_dir / part.outputs()[0]
-    for name in (spooled.name, indices_name(spooled.name), columns_name(spooled.name)):
-        spooled.with_name(name).unlink(missing_ok=True)
 
 
 def _remove_partials(tasks: list[Task]) -> None:

@@ -16,7 +16,7 @@ import sys
 
 from ..system.filesystem import DISK_FULL
 from ..system.tree import die_with_parent
-from .decoder import decode
+from .decoder import decode, preload
 from .split import pftrace_parts, stitch_jobs
 from .tasks import Task
 
@@ -36,6 +36,7 @@ def serve(parent: int) -> int:
     :func:`.stitch_jobs.write`); answer each on the original stdout with a JSON line
     (``error``, ``errno``). The decoder's own output goes to stderr, not into the answers."""
     die_with_parent(parent)
+    preload()  # before the first request: a prestarted worker waits for its decode imported
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     for line in sys.stdin:

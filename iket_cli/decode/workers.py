@@ -40,10 +40,11 @@ KEEP_FREED = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold
 
 
 class Workers:
-    """The worker processes of one decode."""
+    """The worker processes of one decode (``prestarted``: long-lived ones started ahead)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prestarted: Prestarted | None = None) -> None:
         self.cancelled = False
+        self.prestarted = prestarted
         self._lock = threading.Lock()
         self._running: set[subprocess.Popen] = set()
         self._forks: set[int] = set()
@@ -93,11 +94,18 @@ class Workers:
         with self._lock:
             if self.cancelled:
                 return None
-            proc = spawn.start(
-                [sys.executable, "-m", "iket_cli.decode.worker_main", *argv], new_session=True, **options
-            )
+            proc = _worker(argv, **options)
             self._running.add(proc)
             return proc
+
+    def _adopt(self, proc: subprocess.Popen) -> bool:
+        """Run a prestarted worker as one of these (False, and it is killed, once cancelled)."""
+        with self._lock:
+            if self.cancelled:
+                proc.kill()
+                return False
+            self._running.add(proc)
+            return True
 
     def _ended(self, proc: subprocess.Popen) -> None:
         with self._lock:
@@ -123,8 +131,15 @@ class Workers:
         return _failed(task, seconds, proc.returncode, stderr)
 
     def server(self) -> Server:
-        """A worker that stays, for one task after another (:meth:`Server.decode`)."""
-        return Server(self)
+        """A worker that stays, for one task after another (:meth:`Server.decode`): a
+        prestarted one if any is left."""
+        server = Server(self)
+        taken = self.prestarted.take() if self.prestarted is not None else None
+        if taken is not None and self._adopt(taken[0]):
+            server.proc, server.errors = taken
+        elif taken is not None:
+            _let_go(*taken)
+        return server
 
 
 class Server:
@@ -161,17 +176,9 @@ class Server:
     def _ask(self, request: dict) -> dict | None:
         """Send one request (starting the worker on first use); its answer, or None."""
         if self.proc is None:
-            env = dict(os.environ)
-            env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), KEEP_FREED]))
             self.errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed by close()
-            self.proc = self.workers._start(
-                ["--serve", str(os.getpid())],
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self.errors,
-                text=True,
-            )
+            argv, options = _serving(self.errors)
+            self.proc = self.workers._start(argv, **options)
             if self.proc is None:
                 self.errors.close()
                 return None
@@ -199,6 +206,67 @@ class Server:
         self.errors.close()
         proc.stdout.close()
         self.workers._ended(proc)
+
+
+class Prestarted:
+    """Long-lived workers started ahead of a decode, while the capture pass runs: each has
+    imported NVIDIA's decoder by the time the decode hands it its first unit (a fresh
+    worker's start was most of a second of a big capture's decode on the GPU machine's VM;
+    docs/benchmarks.md, "Workers started during the capture pass"). Those the decode does
+    not take are let go by :meth:`close`; each dies with the CLI, as every worker does."""
+
+    def __init__(self, count: int) -> None:
+        self._lock = threading.Lock()
+        self._waiting: list[tuple[subprocess.Popen, object]] = []
+        for _ in range(count):
+            errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 - the server's, or closed by close()
+            try:
+                argv, options = _serving(errors)
+                self._waiting.append((_worker(argv, **options), errors))
+            except BaseException:
+                errors.close()
+                self.close()
+                raise
+
+    def take(self) -> tuple[subprocess.Popen, object] | None:
+        """A waiting worker and its stderr file, or None once none is left."""
+        with self._lock:
+            return self._waiting.pop() if self._waiting else None
+
+    def close(self) -> None:
+        """Let every worker not taken end (its input closed) and wait for it."""
+        with self._lock:
+            left, self._waiting = self._waiting, []
+        for proc, errors in left:
+            _let_go(proc, errors)
+
+
+def _let_go(proc: subprocess.Popen, errors) -> None:
+    """A long-lived worker never given work: its input closed, it ends (or is killed)."""
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.stdout.close()
+    errors.close()
+
+
+def _worker(argv: list[str], **options) -> subprocess.Popen:
+    """``python -m iket_cli.decode.worker_main ARGV`` in a session of its own."""
+    argv = [sys.executable, "-m", "iket_cli.decode.worker_main", *argv]
+    return spawn.start(argv, new_session=True, **options)
+
+
+def _serving(errors) -> tuple[list[str], dict]:
+    """The argv and options of a long-lived worker whose stderr goes to ``errors``."""
+    env = dict(os.environ)
+    env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), KEEP_FREED]))
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": errors}
+    options = {"env": env, **pipes, "text": True}
+    return ["--serve", str(os.getpid())], options
 
 
 def _decode_in_fork(task: Task, reader: int, writer: int) -> None:

@@ -18,6 +18,7 @@ from ..system.filesystem import DISK_FULL
 
 if TYPE_CHECKING:
     from ..model.trace import Trace
+    from .finish import Ahead
 
 
 class _LoggedProgress(pool.Progress):
@@ -38,10 +39,19 @@ class Decoded:
     keeps what each decode knows of the JSON traces it wrote for the scan and the reports
     that follow (:meth:`counted`, :meth:`traces`): they need not read those files again."""
 
-    def __init__(self, transcript: Transcript, formats: list[str], cancel: threading.Event | None) -> None:
+    def __init__(
+        self,
+        transcript: Transcript,
+        formats: list[str],
+        cancel: threading.Event | None,
+        prestarted: pool.Prestarted | None = None,
+    ) -> None:
         self.transcript, self.formats, self.cancel = transcript, formats, cancel
+        #: Workers started during the capture pass, for the first decode (then let go).
+        self.prestarted = prestarted
         self.seconds: float | None = None
         self._known: dict[Path, list[Outcome]] = {}
+        self._ahead: dict[Path, Ahead] = {}
 
     def __call__(self, folder: Path) -> None:
         """Decode every process's raw capture in ``folder`` into the formats, in parallel."""
@@ -50,7 +60,18 @@ class Decoded:
             return  # nothing was captured: _missing_artifacts says so
         self.transcript.reporter.phase("postprocess")
         start = time.monotonic()
-        outcomes = pool.run(tasks, progress=_LoggedProgress(self.transcript), cancel=self.cancel)
+        from .finish import Ahead  # imported by the profile's preload while the passes ran
+
+        ahead = Ahead(folder, self.formats)
+        try:
+            progress = _LoggedProgress(self.transcript)
+            with pool.start(
+                tasks, progress=progress, cancel=self.cancel, prestarted=self.prestarted
+            ) as decoding:
+                decoding.listen(ahead.assembled)
+                outcomes = decoding.wait()
+        finally:
+            self.close()
         if any(o.errno in DISK_FULL for o in outcomes):
             raise OSError(DISK_FULL[0], os.strerror(DISK_FULL[0]))  # named as a full disk by _explained
         errors = list(dict.fromkeys(o.error for o in outcomes if o.error))
@@ -58,7 +79,14 @@ class Decoded:
             raise DecodeError(f"decoding failed: {errors[0]}", phase="postprocess", details=errors[1:])
         self.seconds = round((self.seconds or 0) + time.monotonic() - start, 3)
         self._known[folder] = outcomes
+        self._ahead[folder] = ahead
         decode_tasks.drop_traces([o for done in self._known.values() for o in done])  # over all folders
+
+    def close(self) -> None:
+        """Let go of the prestarted workers the decode did not take (none: nothing to do)."""
+        prestarted, self.prestarted = self.prestarted, None
+        if prestarted is not None:
+            prestarted.close()
 
     def counted(self, folder: Path) -> dict[str, tuple[int, int]]:
         """The record counts of ``folder``'s JSON traces its decode counted, by file name."""
@@ -67,6 +95,11 @@ class Decoded:
     def joined(self, folder: Path) -> dict[str, dict]:
         """How ``folder``'s decode joined the artifacts it wrote from parts, by file name."""
         return decode_tasks.known_joins(self._known.get(folder, []))
+
+    def ahead(self, folder: Path) -> Ahead | None:
+        """The lint's and report's work on ``folder``'s traces begun during its decode
+        (:class:`.finish.Ahead`); handed over once."""
+        return self._ahead.pop(folder, None)
 
     def traces(self, folder: Path) -> dict[str, Trace]:
         """The traces ``folder``'s decode assembled, by file name; handed over once (the

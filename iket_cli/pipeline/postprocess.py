@@ -100,7 +100,10 @@ def _decode(
         from ..model import manifest as manifest_mod
         from ..model import record as record_mod
         from ..system.filesystem import disk_full
-        from .finish import finish
+        from .finish import Ahead, finish
+
+        ahead = Ahead(capture_dir, formats)
+        decoding.listen(ahead.assembled)
 
         if (capture_dir / MANIFEST_NAME).is_file():
             record = manifest_mod.read(capture_dir)
@@ -112,7 +115,7 @@ def _decode(
     counted, traces = tasks_mod.known_counts(outcomes), tasks_mod.take_traces(outcomes)
     joined = tasks_mod.known_joins(outcomes)
     record["processes"] = artifacts.rescan(capture_dir, record["processes"], counted, joined)
-    finished = finish(capture_dir, record, formats, kept=had_json, traces=traces)
+    finished = finish(capture_dir, record, formats, kept=had_json, traces=traces, ahead=ahead)
     record["processes"] = finished.processes
     if finished.lint is not None:
         record["lint"] = finished.lint

@@ -29,7 +29,7 @@ from ..capture.plan import Options, Plan, coerce_target, resolve
 from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
 from ..capture.watchdog import Watchdog
-from ..decode import decoder
+from ..decode import decoder, pool
 from ..errors import (
     CaptureError,
     CaptureInterrupted,
@@ -205,8 +205,10 @@ def _capture(
 ) -> Capture:
     """The steps up to publishing; any failure keeps its evidence in DIR.failed/."""
     formats = formats_for(plan.options.postprocess)
-    if formats:  # load the decoder and numpy while the passes run, not after them
+    prestarted = None
+    if formats:  # load the decoder and numpy while the passes run, and start the decode's workers
         threading.Thread(target=_preload, daemon=True).start()
+        prestarted = pool.prestart()
     deadline = None if plan.options.timeout is None else facts.t0 + plan.options.timeout
     transcript: Transcript | None = None
     if plan.tracker.mode == TRACKER_REUSED:
@@ -243,7 +245,7 @@ def _capture(
             facts = replace(
                 facts, annotations=attempt.collect_annotations(plan, staging, facts.started.timestamp())
             )
-            decoded = Decoded(transcript, formats, cancel)
+            decoded = Decoded(transcript, formats, cancel, prestarted)
             decoded(staging.capture_dir)
             facts = replace(facts, postprocess_s=decoded.seconds)
             if plan.options.overhead:
@@ -270,6 +272,8 @@ def _capture(
     finally:
         if ahead is not None:
             ahead.close()
+        if prestarted is not None:
+            prestarted.close()
     if published.manifest["status"] == Status.PARTIAL and plan.options.strict:
         failed = [r for r in published.manifest["repeats"] if r["status"] == repeats.FAILED]
         raise CaptureError(

@@ -45,7 +45,9 @@ def publish(
     start = time.monotonic()
     try:
         draft = attempt.manifest(plan, staging, facts, Status.OK, processes)
-        finished = finish(capture, draft, formats, traces=decoded.traces(capture))
+        finished = finish(
+            capture, draft, formats, traces=decoded.traces(capture), ahead=decoded.ahead(capture)
+        )
     except IketError as error:
         raise CaptureError(f"the HTML report failed: {error.message}", phase="postprocess") from None
     reporter.phase("publish")  # the reports were postprocessing: the console and manifest agree

@@ -190,7 +190,8 @@ def publish(
         folder = capture_dir / repeat.dir
         found = artifacts.scan_processes(folder, decoded.counted(folder), decoded.joined(folder))
         labels.attach(found, staging.root / PROCS_NAME)
-        finished = finish(folder, {**draft, "processes": found}, formats, traces=decoded.traces(folder))
+        record = {**draft, "processes": found}
+        finished = finish(folder, record, formats, traces=decoded.traces(folder), ahead=decoded.ahead(folder))
         lacking = missing(finished.processes, formats)
         if lacking:
             repeat.status, repeat.error = FAILED, lacking

@@ -21,6 +21,7 @@ import base64
 import html
 import json
 from collections import Counter
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -137,29 +138,74 @@ def process_page(
     roles: Roles | None = None,
     dags: list[Dag] | None = None,
     flows: list[Flow] | None = None,
+    parts: TraceParts | None = None,
 ) -> Path:
     """Write ``iket_pid_<hex>.html`` for one process of a capture (``--postprocess html``).
 
     ``record`` is the manifest as it stands (it may not be on disk yet); ``loaded`` and
     ``findings`` are the process's trace and its lint findings, loaded and linted once by
     the caller; ``roles``, ``dags`` and ``flows`` (CuTe DSL's warp roles and the arrows of
-    its DAGs) label the rows and draw the arrows. The page shows the capture's metadata
-    and that one process.
+    its DAGs) label the rows and draw the arrows; ``parts``: :func:`trace_parts` of the
+    same, where already worked out. The page shows the capture's metadata and that one
+    process.
     """
     name = stem(process["pid_hex"])
     shown = Path(process["artifacts"]["trace_json"]["path"])  # relative: the capture may still be staged
-    one = [(process_label(process), shown, loaded)]
+    label = process_label(process)
+    parts = parts or trace_parts(loaded, roles=roles, dags=dags, flows=flows)
     data = {
         "kind": "capture",
         "title": f"{name} · {record['target'].get('display', '')}".strip(" ·"),
         "meta": _meta(record),
-        "stats": _stats(one, findings, Beside(process, [], None, mode_of(record))),
-        "timelines": report_data.timelines(one, roles=roles, flows=flows),
-        "pipeline": _pipeline(one, dags or [], roles),
+        "stats": _stats(
+            [(label, shown, loaded)], findings, Beside(process, [], None, mode_of(record)), parts.summed
+        ),
+        "timelines": _labelled(parts.timelines, label),
+        "pipeline": _labelled(parts.pipeline, label),
         "perfetto": _perfetto_file(capture_dir / (name + ARTIFACTS["pftrace_gz"])),
         **_annotations(dags),
     }
     return atomic.write(capture_dir / (name + ARTIFACTS["html"]), render(data))
+
+
+@dataclass
+class TraceParts:
+    """The costly parts of a process's page, its trace's alone (its process not named yet):
+    a capture works them out while its decode's other exports still run
+    (:class:`iket_cli.pipeline.finish.Ahead`)."""
+
+    summed: summary_mod.Summed
+    timelines: list[dict[str, Any]]
+    pipeline: list[dict[str, Any]]
+
+
+def trace_parts(
+    loaded: trace_mod.Trace,
+    *,
+    roles: Roles | None = None,
+    dags: list[Dag] | None = None,
+    flows: list[Flow] | None = None,
+) -> TraceParts:
+    """:class:`TraceParts` of one process's trace (the arguments as :func:`process_page`'s)."""
+    return TraceParts(
+        summary_mod.summarize_groups(loaded), *drawn_parts(loaded, roles=roles, dags=dags, flows=flows)
+    )
+
+
+def drawn_parts(
+    loaded: trace_mod.Trace,
+    *,
+    roles: Roles | None = None,
+    dags: list[Dag] | None = None,
+    flows: list[Flow] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The timelines and the pipeline panel of :class:`TraceParts` (its statistics apart)."""
+    one = [("", Path(), loaded)]
+    return report_data.timelines(one, roles=roles, flows=flows), _pipeline(one, dags or [], roles)
+
+
+def _labelled(rows: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    return [{**row, "process": label} for row in rows]
 
 
 def _pipeline(processes: list, dags: list[Dag], roles: Roles | None) -> list[dict[str, Any]]:
@@ -227,15 +273,16 @@ def _stats(
     processes: list[tuple[str, Path, trace_mod.Trace]],
     findings: list[Finding] | None = None,
     context: Beside | None = None,
+    summed: summary_mod.Summed | None = None,
 ) -> list[dict[str, Any]]:
     """Exactly ``iket show --format json``'s ``processes``, from the already loaded traces
-    (``findings`` and ``context``: the one trace's lint findings and what its capture says
-    of it, where the caller has them already)."""
+    (``findings``, ``context`` and ``summed``: the one trace's lint findings, what its
+    capture says of it and its summaries, where the caller has them already)."""
     summaries = []
     namer = Namer(launch.kernel for _, _, loaded in processes for launch in loaded.launches)
     for label, path, loaded in processes:
         summaries += summary_mod.summarize_loaded(
-            label, path, loaded, findings=findings, namer=namer, context=context
+            label, path, loaded, findings=findings, namer=namer, context=context, summed=summed
         )
     return summary_mod.to_json(summaries)["processes"]
 

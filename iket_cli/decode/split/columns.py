@@ -14,13 +14,12 @@ the merged file.
 
 from __future__ import annotations
 
-import json
 from array import array
 from dataclasses import fields
 from pathlib import Path
 
 from ...model import trace as trace_mod
-from . import indices
+from . import indices, sidecar
 
 _KINDS = ("ranges", "markers", "warps")
 
@@ -31,14 +30,14 @@ def wanted(formats: tuple[str, ...]) -> bool:
 
 
 def keep(spooled: Path, path: Path) -> None:
-    """Scan the one-launch export ``spooled`` and keep its columns in ``path`` (``.npz``)."""
+    """Scan the one-launch export ``spooled`` and keep its columns in ``path``."""
     loaded = trace_mod.load(spooled)
     (launch,) = loaded.launches
     keep_launch(launch, path)
 
 
 def keep_launch(launch: trace_mod.Launch, path: Path) -> None:
-    """Keep one launch's columns in ``path``."""
+    """Keep one launch's columns in ``path`` (:mod:`.sidecar`)."""
     import numpy as np
 
     head = {
@@ -48,33 +47,29 @@ def keep_launch(launch: trace_mod.Launch, path: Path) -> None:
         "grid_id": launch.grid_id,
         "cluster": launch.cluster,
     }
-    arrays = {"head": np.frombuffer(json.dumps(head).encode(), np.uint8)}
+    arrays = {}
     for kind in _KINDS:
         for column in fields(trace_mod.Columns):
             values = getattr(getattr(launch, kind), column.name)
             arrays[f"{kind}.{column.name}"] = np.asarray(values)
-    with open(path, "wb") as handle:
-        np.savez(handle, **arrays)
+    sidecar.save(path, arrays, head)
 
 
 def read(path: Path) -> trace_mod.Launch:
     """The launch :func:`keep` kept, its indices still those of its own part's tables."""
-    import numpy as np
-
-    with np.load(path) as kept:
-        head = json.loads(kept["head"].tobytes())
-        launch = trace_mod.Launch(
-            head["kernel"],
-            tuple(head["grid"]),
-            tuple(head["block"]),
-            head["grid_id"],
-            cluster=tuple(head["cluster"]) if head["cluster"] else None,
-        )
-        for kind in _KINDS:
-            columns = getattr(launch, kind)
-            for column in fields(trace_mod.Columns):
-                empty = getattr(columns, column.name)
-                setattr(columns, column.name, array(empty.typecode, kept[f"{kind}.{column.name}"].tobytes()))
+    kept, head = sidecar.load(path)
+    launch = trace_mod.Launch(
+        head["kernel"],
+        tuple(head["grid"]),
+        tuple(head["block"]),
+        head["grid_id"],
+        cluster=tuple(head["cluster"]) if head["cluster"] else None,
+    )
+    for kind in _KINDS:
+        columns = getattr(launch, kind)
+        for column in fields(trace_mod.Columns):
+            empty = getattr(columns, column.name)
+            setattr(columns, column.name, array(empty.typecode, kept[f"{kind}.{column.name}"].tobytes()))
     return launch
 
 

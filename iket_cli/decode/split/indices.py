@@ -125,19 +125,18 @@ SCAN_SLICE = 1 << 23
 
 
 def save(indices: Indices, path: Path) -> None:
-    """Keep ``indices`` in ``path`` (numpy's ``.npz``, uncompressed: written in milliseconds)."""
-    import numpy as np
+    """Keep ``indices`` in ``path`` (:mod:`.sidecar`: written and read in milliseconds)."""
+    from . import sidecar
 
-    with open(path, "wb") as handle:
-        np.savez(handle, **{name: getattr(indices, name) for name in FIELDS})
+    sidecar.save(path, {name: getattr(indices, name) for name in FIELDS})
 
 
 def load(path: Path) -> Indices:
     """What :func:`save` kept."""
-    import numpy as np
+    from . import sidecar
 
-    with np.load(path) as kept:
-        return Indices(*(kept[name] for name in FIELDS))
+    kept, _ = sidecar.load(path)
+    return Indices(*(kept[name] for name in FIELDS))
 
 
 def rewrite(body, names: list[int], locs: list[int], indices: Indices | None = None) -> bool:

@@ -66,3 +66,28 @@ def mapped(handle, *, write: bool = False) -> mmap.mmap:
     flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
     prot = mmap.PROT_READ | (mmap.PROT_WRITE if write else 0)
     return mmap.mmap(handle.fileno(), 0, flags=flags, prot=prot)
+
+
+def cut(data, base: int, end: int, keys: list[bytes], floors: list[int]) -> tuple:
+    """A launch (``data[base:end]``) cut at its arrays, each array's ``key`` (with its ``[``)
+    looked for from ``floors`` (offsets from ``base`` it lies after): (its fields up to the
+    first array's ``[``, the bytes from each array's ``]`` to the next one's ``[``, each
+    array's region from ``base``, the bytes from the last array's ``]``). ValueError where
+    the launch is not in that layout."""
+    spans, at = [], base
+    for key, floor in zip(keys, floors, strict=True):
+        found = data.find(key, max(at, base + floor), end)
+        if found < 0:
+            raise ValueError(f"a chunk without {key.decode()}")
+        at = found + len(key)
+        spans.append(at)
+    ends = []
+    for number, begin in enumerate(spans):
+        last = number + 1 == len(spans)
+        close = data.rfind(b"]}" if last else b"],", begin, end if last else spans[number + 1])
+        if close < 0:
+            raise ValueError("a chunk's array without its end")
+        ends.append(close)
+    betweens = [data[ends[n] : spans[n + 1]] for n in range(len(spans) - 1)]
+    regions = [(spans[n] - base, ends[n] - base) for n in range(len(spans))]
+    return data[base : spans[0]], betweens, regions, data[ends[-1] : end]

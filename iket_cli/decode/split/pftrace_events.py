@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...model import pftrace as P
+from . import sidecar
 from . import varints as V
 from .varints import PAD, padded
 
@@ -61,15 +62,13 @@ def save(path, found: Packets) -> None:
     """Keep :func:`find`'s answer in a file (as 32-bit numbers where they fit)."""
     stacked = np.stack(found)
     small = int(stacked.max(initial=0)) < 1 << 31
-    with open(path, "wb") as handle:
-        np.save(handle, stacked.astype(np.int32) if small else stacked, allow_pickle=False)
+    sidecar.save(path, {"packets": stacked.astype(np.int32) if small else stacked})
 
 
 def load(path) -> Packets:
     """:func:`find`'s answer kept by :func:`save`."""
-    with open(path, "rb") as handle:
-        stacked = np.load(handle, allow_pickle=False).astype(np.int64)
-    return Packets(*stacked)
+    kept, _ = sidecar.load(path)
+    return Packets(*kept["packets"].astype(np.int64))
 
 
 def find(a: np.ndarray, end: int) -> Packets:

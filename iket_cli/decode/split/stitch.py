@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from . import indices, stitch_jobs
-from .layout import bounds, mapped, tables_text
+from .layout import bounds, cut, mapped, tables_text
 from .stitch_jobs import ARRAYS, Array
 
 
@@ -362,25 +362,21 @@ def _gridless(head: bytes) -> bytes:
     return _GRID.sub(b"", head, count=1)
 
 
+#: The index keys only the records of each array but the last hold: the next array's key
+#: comes after the last of them.
+_OWN_KEYS = ((indices.MARKER_NAME,), (indices.RANGE_NAME, indices.WARP_LOC))
+
+
+def _after(found: indices.Indices, keys: tuple[int, ...]) -> int:
+    """The end of the last index of ``keys`` in a body (0: none)."""
+    import numpy as np
+
+    held = np.flatnonzero(np.logical_or.reduce([found.key == key for key in keys]))
+    return int(found.end[held[-1]]) if len(held) else 0
+
+
 def _layout(one: _Chunk) -> tuple[bytes, list[bytes], list[tuple[int, int]], bytes]:
-    """A chunk's launch cut at its arrays: (its fields up to the first array's ``[``, the
-    bytes from each array's ``]`` to the next one's ``[``, each array's region in the body,
-    the bytes from the last array's ``]``)."""
-    data, base = one.data, one.start
-    spans, at = [], base
-    for key in (array.key for array in ARRAYS):
-        found = data.find(key, at, one.end)
-        if found < 0:
-            raise ValueError(f"a chunk without {key.decode()}")
-        at = found + len(key)
-        spans.append(at)
-    ends = []
-    for number, begin in enumerate(spans):
-        last = number + 1 == len(spans)
-        close = data.rfind(b"]}" if last else b"],", begin, one.end if last else spans[number + 1])
-        if close < 0:
-            raise ValueError("a chunk's array without its end")
-        ends.append(close)
-    betweens = [data[ends[n] : spans[n + 1]] for n in range(len(spans) - 1)]
-    regions = [(spans[n] - base, ends[n] - base) for n in range(len(spans))]
-    return data[base : spans[0]], betweens, regions, data[ends[-1] : one.end]
+    """A chunk's launch cut at its arrays (:func:`.layout.cut`), each array's key looked for
+    after the records of the one before (a chunk is megabytes)."""
+    floors = [0] + [_after(one.found, keys) for keys in _OWN_KEYS]
+    return cut(one.data, one.start, one.end, [array.key for array in ARRAYS], floors)

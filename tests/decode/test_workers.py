@@ -1,0 +1,59 @@
+"""Worker processes started ahead of a decode (during the capture pass): taken, or let go."""
+
+from __future__ import annotations
+
+import time
+
+from iket_cli.decode import pool, tasks, workers
+from iket_cli.decode.split import chunks
+
+from conftest import FIXTURES, kept
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_workers_started_ahead_decode_and_none_outlives_the_decode(tmp_path, monkeypatch):
+    """A big capture's decode takes the workers started ahead (no other is started, each has
+    NVIDIA's decoder imported by then), gives run-iket's bytes, and those it did not take
+    end when let go: no process of either kind is left."""
+    monkeypatch.setattr(pool, "INLINE_BYTES", -1)
+    monkeypatch.setattr(chunks, "CHUNK_RAW_BYTES", 1)
+    monkeypatch.setattr(chunks, "MIN_WARP_BYTES", 0)
+    ahead = workers.Prestarted(3)
+    pids = [proc.pid for proc, _ in ahead._waiting]
+    started, start = [], workers.spawn.start
+    monkeypatch.setattr(workers.spawn, "start", lambda argv, **kw: started.append(argv) or start(argv, **kw))
+    folder = kept(tmp_path, "multi")
+    time.sleep(0.5)  # let them import, as they do while a capture pass runs
+    assert all(_alive(pid) for pid in pids), "waiting for work"
+    (outcome,) = pool.run(tasks.plan(folder, ["json"]), jobs=2, prestarted=ahead)
+    assert outcome.error is None
+    name = "iket_pid_0x23f.trace.json"
+    assert (folder / name).read_bytes() == (FIXTURES / "multi" / name).read_bytes()
+    assert started == [], "no worker started: the two --jobs took two of those started ahead"
+    assert len(ahead._waiting) == 1
+    ahead.close()
+    assert ahead.take() is None
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in pids), "every worker ended"
+
+
+def test_a_cancelled_decode_kills_a_worker_it_takes(monkeypatch):
+    """Once the decode is cancelled (an interrupt), a worker started ahead is not run: it is
+    killed as it is taken, and the decode starts none."""
+    ahead = workers.Prestarted(1)
+    ((proc, _),) = list(ahead._waiting)
+    running = workers.Workers(ahead)
+    running.cancel()
+    server = running.server()
+    assert server.proc is None
+    assert proc.poll() is not None and proc.returncode < 0, "killed, not run"
+    assert ahead.take() is None
