@@ -6,7 +6,7 @@ process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt cap
 task alone, never the CLI. A big process's JSON and Perfetto exports are split by launches
 and CTA chunks (:mod:`.json_split`, :mod:`.pftrace_split`), their units and jobs run by the
 decode's long-lived workers (:mod:`.serving`: one set for every split export, started here
-or ahead, during the capture pass, :func:`prestart`), the JSON export's handed out first.
+or ahead, :mod:`.prestart`), the JSON export's handed out first.
 ``jobs`` bounds the decodes running at once, chunks, stitch jobs and merges included, and a
 stitch or a merge goes before the next chunk (:mod:`.split.plan`). A JSON export's trace,
 assembled from its workers' columns for the report, is handed to whoever listens
@@ -16,7 +16,6 @@ their half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +26,8 @@ from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model.vocab import JSON_EXPORT
 from ..system import signals
 from ..system.runner import Cancelled, wait_all
-from . import decoder, json_split, pftrace_split
+from . import decoder, json_split, pftrace_split, prestart
+from .prestart import INLINE_BYTES, Prestarted
 from .serving import Serving
 from .split import chunks, join
 from .split.plan import Batch, Slots
@@ -39,52 +39,20 @@ from .tasks import (
     missing_input,
     part_leftovers,
 )
-from .workers import Prestarted, Workers
+from .workers import Workers
 
 if TYPE_CHECKING:
     from ..model.trace import Trace
 
-#: Up to this many raw bytes a capture is decoded in a fork of the CLI (the decoder already
-#: imported there), above in a worker of its own: a fresh interpreter costs more than it saves.
-INLINE_BYTES = 4 << 20
-#: The free memory a prestarted worker is counted to take (some 30 MB once the decoder is
-#: imported, its first unit's pages on top).
-PRESTARTED_BYTES = 256 << 20
-
-
-def _cpus() -> int:
-    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
-
 
 def default_jobs(tasks: list[Task], requested: int | None = None) -> int:
     """Workers to use: requested or the CPUs, no more than tasks, and what memory allows."""
-    jobs = max(1, min(requested or _cpus(), len(tasks) or 1))
+    jobs = max(1, min(requested or prestart.cpus(), len(tasks) or 1))
     biggest = max((t.memory for t in tasks), default=0)
-    available = _mem_available()
+    available = prestart.mem_available()
     if biggest and available:
         jobs = max(1, min(jobs, available // biggest))
     return jobs
-
-
-def _mem_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def prestart() -> Prestarted:
-    """Long-lived workers to start while a capture pass runs, for its decode (:func:`run`'s
-    ``prestarted``): one a CPU, as many as the free memory holds at :data:`PRESTARTED_BYTES` each."""
-    count = _cpus()
-    available = _mem_available()
-    if available:
-        count = max(1, min(count, available // PRESTARTED_BYTES))
-    return Prestarted(count)
 
 
 def run(
@@ -100,7 +68,7 @@ def run(
     Ctrl-C, SIGTERM or ``cancel`` (set from another thread) kill the workers, remove their
     half-written files and raise :class:`~iket_cli.errors.CaptureInterrupted`; the tasks
     stopped that way are reported to ``progress`` as cancelled, not as failed. ``prestarted``:
-    workers started ahead (:func:`prestarted`), taken before any is started; the caller
+    workers started ahead (:mod:`.prestart`), taken before any is started; the caller
     closes it.
     """
     with start(tasks, jobs=jobs, progress=progress, cancel=cancel, prestarted=prestarted) as decoding:
@@ -139,7 +107,7 @@ class Decoding:
         self.workers = Workers(prestarted)
         self.lock = threading.Lock()
         self.done: list[Outcome] = []  # the tasks' outcomes, as they finish (see _hold)
-        self.cpus = jobs or _cpus()
+        self.cpus = jobs or prestart.cpus()
         units = [unit for task in tasks for unit in _units(task, self.cpus)]
         progress.planned(units)
         self.jobs = default_jobs(units, jobs)

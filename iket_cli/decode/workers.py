@@ -11,7 +11,8 @@ a second. A launch split by
 CTAs (:mod:`.split.chunks`) is decoded by workers that stay: a fresh process's first export
 faults in its memory page by page, and on a VM two big exports side by side spent more time
 in those faults than in decoding; a worker that stays reuses its pages (its allocator told
-to keep freed memory, :data:`KEEP_FREED`; docs/benchmarks.md, "A big launch decoded by CTAs").
+to keep freed memory, :data:`.prestart.KEEP_FREED`; docs/benchmarks.md, "A big launch
+decoded by CTAs").
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,11 +32,8 @@ from ..system import spawn
 from ..system.filesystem import DISK_FULL
 from ..system.tree import die_with_parent
 from .decoder import decode
+from .prestart import Prestarted, let_go, serving, worker
 from .tasks import Outcome, Task
-
-#: glibc's allocator in a long-lived worker: large blocks from the heap, not fresh mappings,
-#: and freed memory kept for the next chunk (its pages already faulted in).
-KEEP_FREED = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184"
 
 
 class Workers:
@@ -94,7 +91,7 @@ class Workers:
         with self._lock:
             if self.cancelled:
                 return None
-            proc = _worker(argv, **options)
+            proc = worker(argv, **options)
             self._running.add(proc)
             return proc
 
@@ -138,7 +135,7 @@ class Workers:
         if taken is not None and self._adopt(taken[0]):
             server.proc, server.errors = taken
         elif taken is not None:
-            _let_go(*taken)
+            let_go(*taken)
         return server
 
 
@@ -177,7 +174,7 @@ class Server:
         """Send one request (starting the worker on first use); its answer, or None."""
         if self.proc is None:
             self.errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed by close()
-            argv, options = _serving(self.errors)
+            argv, options = serving(self.errors)
             self.proc = self.workers._start(argv, **options)
             if self.proc is None:
                 self.errors.close()
@@ -206,67 +203,6 @@ class Server:
         self.errors.close()
         proc.stdout.close()
         self.workers._ended(proc)
-
-
-class Prestarted:
-    """Long-lived workers started ahead of a decode, while the capture pass runs: each has
-    imported NVIDIA's decoder by the time the decode hands it its first unit (a fresh
-    worker's start was most of a second of a big capture's decode on the GPU machine's VM;
-    docs/benchmarks.md, "Workers started during the capture pass"). Those the decode does
-    not take are let go by :meth:`close`; each dies with the CLI, as every worker does."""
-
-    def __init__(self, count: int) -> None:
-        self._lock = threading.Lock()
-        self._waiting: list[tuple[subprocess.Popen, object]] = []
-        for _ in range(count):
-            errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 - the server's, or closed by close()
-            try:
-                argv, options = _serving(errors)
-                self._waiting.append((_worker(argv, **options), errors))
-            except BaseException:
-                errors.close()
-                self.close()
-                raise
-
-    def take(self) -> tuple[subprocess.Popen, object] | None:
-        """A waiting worker and its stderr file, or None once none is left."""
-        with self._lock:
-            return self._waiting.pop() if self._waiting else None
-
-    def close(self) -> None:
-        """Let every worker not taken end (its input closed) and wait for it."""
-        with self._lock:
-            left, self._waiting = self._waiting, []
-        for proc, errors in left:
-            _let_go(proc, errors)
-
-
-def _let_go(proc: subprocess.Popen, errors) -> None:
-    """A long-lived worker never given work: its input closed, it ends (or is killed)."""
-    with contextlib.suppress(OSError):
-        proc.stdin.close()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    proc.stdout.close()
-    errors.close()
-
-
-def _worker(argv: list[str], **options) -> subprocess.Popen:
-    """``python -m iket_cli.decode.worker_main ARGV`` in a session of its own."""
-    argv = [sys.executable, "-m", "iket_cli.decode.worker_main", *argv]
-    return spawn.start(argv, new_session=True, **options)
-
-
-def _serving(errors) -> tuple[list[str], dict]:
-    """The argv and options of a long-lived worker whose stderr goes to ``errors``."""
-    env = dict(os.environ)
-    env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), KEEP_FREED]))
-    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": errors}
-    options = {"env": env, **pipes, "text": True}
-    return ["--serve", str(os.getpid())], options
 
 
 def _decode_in_fork(task: Task, reader: int, writer: int) -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ..capture import outdir
-from ..decode import pool
+from ..decode import prestart
 from ..decode import tasks as tasks_mod
-from ..decode.tasks import Outcome
+from ..decode.tasks import Outcome, Progress
 from ..errors import CaptureInterrupted, DecodeError, Status, Terminated, UsageError, signal_of
 from ..model import artifacts
 from ..model.vocab import FORMATS, MANIFEST_NAME, STATS_NAME, trace_glob
@@ -29,7 +29,7 @@ from ..system.filesystem import DISK_FULL
 
 
 def postprocess_capture(
-    capture_dir: Path, formats: list[str], *, jobs: int | None = None, progress: pool.Progress | None = None
+    capture_dir: Path, formats: list[str], *, jobs: int | None = None, progress: Progress | None = None
 ) -> tuple[dict[str, Any], list[Outcome], list[tuple[str, str]]]:
     """Decode every kept raw capture in ``capture_dir`` and write or update its manifest.
 
@@ -45,12 +45,19 @@ def postprocess_capture(
             f"{capture_dir} holds no raw capture (no iket/pid_*/iket.data.json)",
             hint="capture with iket profile --keep (or run-iket --keep) to decode later",
         )
-    with signals.as_exception():
-        try:
-            with outdir.Lock(capture_dir), _as_before_unless_done(capture_dir):
-                return _decode(capture_dir, formats, tasks, jobs, progress)
-        except (KeyboardInterrupt, Terminated) as error:  # after the decode: its lint and report
-            raise CaptureInterrupted.by(signal_of(error), " after decoding", phase="postprocess") from None
+    # the workers start now, importing the decoder while this process imports the decode
+    prestarted = prestart.for_capture(capture_dir, jobs)
+    try:
+        with signals.as_exception():
+            try:
+                with outdir.Lock(capture_dir), _as_before_unless_done(capture_dir):
+                    return _decode(capture_dir, formats, tasks, jobs, progress, prestarted)
+            except (KeyboardInterrupt, Terminated) as error:  # after the decode: its lint and report
+                interrupted = CaptureInterrupted.by(signal_of(error), " after decoding", phase="postprocess")
+                raise interrupted from None
+    finally:
+        if prestarted is not None:
+            prestarted.close()
 
 
 #: Beside an artifact while a decode may replace it (a hard link: the bytes as they were).
@@ -86,8 +93,15 @@ def _as_before_unless_done(capture_dir: Path) -> Iterator[None]:
 
 
 def _decode(
-    capture_dir: Path, formats: list[str], tasks: list, jobs: int | None, progress: pool.Progress | None
+    capture_dir: Path,
+    formats: list[str],
+    tasks: list,
+    jobs: int | None,
+    progress: Progress | None,
+    prestarted: prestart.Prestarted | None,
 ) -> tuple[dict[str, Any], list[Outcome], list[tuple[str, str]]]:
+    from ..decode import pool
+
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     # what a decode that was killed (kill -9) left half-written, whatever formats it was making
@@ -95,7 +109,7 @@ def _decode(
         for leftover in pool.partials(task):
             leftover.unlink(missing_ok=True)
     had_json = frozenset(p.name for p in capture_dir.glob(trace_glob()))
-    with pool.start(tasks, jobs=jobs, progress=progress) as decoding:
+    with pool.start(tasks, jobs=jobs, progress=progress, prestarted=prestarted) as decoding:
         # what only the end needs is imported while the workers decode, not after them
         from ..model import manifest as manifest_mod
         from ..model import record as record_mod

@@ -29,7 +29,7 @@ from ..capture.plan import Options, Plan, coerce_target, resolve
 from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
 from ..capture.watchdog import Watchdog
-from ..decode import decoder, pool
+from ..decode import decoder, prestart
 from ..errors import (
     CaptureError,
     CaptureInterrupted,
@@ -208,7 +208,7 @@ def _capture(
     prestarted = None
     if formats:  # load the decoder and numpy while the passes run, and start the decode's workers
         threading.Thread(target=_preload, daemon=True).start()
-        prestarted = pool.prestart()
+        prestarted = prestart.start()
     deadline = None if plan.options.timeout is None else facts.t0 + plan.options.timeout
     transcript: Transcript | None = None
     if plan.tracker.mode == TRACKER_REUSED:

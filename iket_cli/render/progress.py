@@ -16,8 +16,7 @@ from collections import Counter
 from typing import IO, Any
 
 from ..capture.events import Reporter
-from ..decode.pool import Progress
-from ..decode.tasks import Outcome, Task
+from ..decode.tasks import Outcome, Progress, Task
 from ..model.folder import Capture
 from ..model.manifest import instrumented, replay_line
 from ..model.names import short

@@ -98,7 +98,7 @@ def test_plan_and_jobs(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="unknown format"):
         tasks.plan(folder, ["pdf"])
     assert pool.default_jobs(planned[:2], 8) == 2, "no more workers than tasks"
-    monkeypatch.setattr(pool, "_mem_available", lambda: 1)
+    monkeypatch.setattr(pool.prestart, "mem_available", lambda: 1)
     assert pool.default_jobs(planned, 8) == 1, "memory bounds the workers"
 
 

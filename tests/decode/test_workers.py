@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from iket_cli.decode import pool, tasks, workers
+from iket_cli.decode import pool, prestart, tasks, workers
 from iket_cli.decode.split import chunks
 
 from conftest import FIXTURES, kept
@@ -25,10 +25,10 @@ def test_workers_started_ahead_decode_and_none_outlives_the_decode(tmp_path, mon
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
     monkeypatch.setattr(chunks, "CHUNK_RAW_BYTES", 1)
     monkeypatch.setattr(chunks, "MIN_WARP_BYTES", 0)
-    ahead = workers.Prestarted(3)
+    ahead = prestart.Prestarted(3)
     pids = [proc.pid for proc, _ in ahead._waiting]
     started, start = [], workers.spawn.start
-    monkeypatch.setattr(workers.spawn, "start", lambda argv, **kw: started.append(argv) or start(argv, **kw))
+    monkeypatch.setattr(prestart.spawn, "start", lambda argv, **kw: started.append(argv) or start(argv, **kw))
     folder = kept(tmp_path, "multi")
     time.sleep(0.5)  # let them import, as they do while a capture pass runs
     assert all(_alive(pid) for pid in pids), "waiting for work"
@@ -49,7 +49,7 @@ def test_workers_started_ahead_decode_and_none_outlives_the_decode(tmp_path, mon
 def test_a_cancelled_decode_kills_a_worker_it_takes(monkeypatch):
     """Once the decode is cancelled (an interrupt), a worker started ahead is not run: it is
     killed as it is taken, and the decode starts none."""
-    ahead = workers.Prestarted(1)
+    ahead = prestart.Prestarted(1)
     ((proc, _),) = list(ahead._waiting)
     running = workers.Workers(ahead)
     running.cancel()
