@@ -36,6 +36,7 @@ from .tasks import (
     Progress,
     Task,
     drop_traces,
+    held_traces,
     missing_input,
     part_leftovers,
 )
@@ -127,7 +128,7 @@ class Decoding:
         the report), at once for those already assembled, in the thread that assembled it."""
         with self.lock:
             self._listener = assembled
-            ready = [(o.written[0], o.trace) for o in self.done if o.trace is not None and o.written]
+            ready = held_traces(self.done)
         for name, trace in ready:
             assembled(name, trace)
 
@@ -178,8 +179,9 @@ class Decoding:
             self.progress.finished(outcome)
             self._hold(outcome)
             listener = self._listener
-        if listener is not None and outcome.trace is not None and outcome.written:
-            listener(outcome.written[0], outcome.trace)
+        if listener is not None:
+            for name, trace in held_traces([outcome]):
+                listener(name, trace)
         return outcome
 
     def _hold(self, outcome: Outcome) -> None:

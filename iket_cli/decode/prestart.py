@@ -18,11 +18,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-from pathlib import Path
 
-from ..model.vocab import RAW_DATA
 from ..system import spawn
-from .tasks import find_raw
+from .tasks import Task
 
 #: glibc's allocator in a long-lived worker: large blocks from the heap, not fresh mappings,
 #: and freed memory kept for the next chunk (its pages already faulted in).
@@ -74,14 +72,10 @@ def start(jobs: int | None = None) -> Prestarted:
     return Prestarted(count)
 
 
-def for_capture(capture_dir: Path, jobs: int | None = None) -> Prestarted | None:
-    """:func:`start` for decoding ``capture_dir``'s raw captures, when one of them is
-    decoded by workers (over :data:`INLINE_BYTES`); else None."""
-    sizes = []
-    for _, manifest in find_raw(capture_dir):
-        with contextlib.suppress(OSError):
-            sizes.append((manifest.parent / RAW_DATA).stat().st_size)
-    return start(jobs) if any(size > INLINE_BYTES for size in sizes) else None
+def for_tasks(tasks: list[Task], jobs: int | None = None) -> Prestarted | None:
+    """:func:`start` for a decode of ``tasks``, when one of them is decoded by workers (over
+    :data:`INLINE_BYTES` of raw data); else None."""
+    return start(jobs) if any(task.raw_bytes > INLINE_BYTES for task in tasks) else None
 
 
 def cpus() -> int:

@@ -211,10 +211,16 @@ def drop_traces(outcomes: list[Outcome], most: int = MOST_TRACES) -> None:
         outcome.trace = None
 
 
+def held_traces(outcomes: list[Outcome]) -> list[tuple[str, Trace]]:
+    """(the name of the file it wrote, the trace) of each outcome still holding the trace
+    its decode assembled."""
+    return [(o.written[0], o.trace) for o in outcomes if o.trace is not None and o.written]
+
+
 def take_traces(outcomes: list[Outcome]) -> dict[str, Trace]:
     """The traces the decode assembled, by the name of the file it wrote, taken out of the
     outcomes: whoever takes them decides how long they stay in memory."""
-    taken = {o.written[0]: o.trace for o in outcomes if o.trace is not None and o.written}
+    taken = dict(held_traces(outcomes))
     for outcome in outcomes:
         outcome.trace = None
     return taken

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..capture.passes import Transcript
-from ..decode import pool
+from ..decode import pool, prestart
 from ..decode import tasks as decode_tasks
 from ..decode.tasks import Outcome
 from ..errors import DecodeError
@@ -44,7 +44,7 @@ class Decoded:
         transcript: Transcript,
         formats: list[str],
         cancel: threading.Event | None,
-        prestarted: pool.Prestarted | None = None,
+        prestarted: prestart.Prestarted | None = None,
     ) -> None:
         self.transcript, self.formats, self.cancel = transcript, formats, cancel
         #: Workers started during the capture pass, for the first decode (then let go).

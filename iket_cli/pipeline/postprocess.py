@@ -46,7 +46,7 @@ def postprocess_capture(
             hint="capture with iket profile --keep (or run-iket --keep) to decode later",
         )
     # the workers start now, importing the decoder while this process imports the decode
-    prestarted = prestart.for_capture(capture_dir, jobs)
+    prestarted = prestart.for_tasks(tasks, jobs)
     try:
         with signals.as_exception():
             try:
