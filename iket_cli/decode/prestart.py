@@ -28,6 +28,10 @@ KEEP_FREED = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold
 #: Up to this many raw bytes a capture is decoded in a fork of the CLI (the decoder already
 #: imported there), above in worker processes: a fresh interpreter costs more than it saves.
 INLINE_BYTES = 4 << 20
+#: A worker's numpy with one BLAS thread: it does no linear algebra, and OpenBLAS starting a
+#: thread a CPU at import cost a worker about 0.1 s of CPU (docs/benchmarks.md, "Fewer
+#: processes for a split Perfetto export").
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
 #: The free memory a prestarted worker is counted to take (some 30 MB once the decoder is
 #: imported, its first unit's pages on top).
 PRESTARTED_BYTES = 256 << 20
@@ -116,6 +120,7 @@ def serving(errors) -> tuple[list[str], dict]:
     """The argv and options of a long-lived worker whose stderr goes to ``errors``."""
     env = dict(os.environ)
     env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), KEEP_FREED]))
+    env.update(ONE_BLAS_THREAD)
     pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": errors}
     options = {"env": env, **pipes, "text": True}
     return ["--serve", str(os.getpid())], options

@@ -316,7 +316,7 @@ class DecodeProgress(Progress):
     @staticmethod
     def _label(task: Task) -> str:
         if task.part:
-            return f"pid {task.pid_hex} json{task.which_launch}"
+            return f"pid {task.pid_hex} {task.export}{task.which_launch}"
         export = (
             JSON_EXPORT
             if task.export == JSON_EXPORT

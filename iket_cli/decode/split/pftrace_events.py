@@ -60,15 +60,16 @@ class Packets(NamedTuple):
 
 def save(path, found: Packets) -> None:
     """Keep :func:`find`'s answer in a file (as 32-bit numbers where they fit)."""
-    stacked = np.stack(found)
-    small = int(stacked.max(initial=0)) < 1 << 31
-    sidecar.save(path, {"packets": stacked.astype(np.int32) if small else stacked})
+    small = all(int(column.max(initial=0)) < 1 << 31 for column in found)
+    sidecar.save(
+        path, {name: column.astype(np.int32) if small else column for name, column in found._asdict().items()}
+    )
 
 
 def load(path) -> Packets:
     """:func:`find`'s answer kept by :func:`save`."""
     kept, _ = sidecar.load(path)
-    return Packets(*kept["packets"].astype(np.int64))
+    return Packets(*(kept[name].astype(np.int64) for name in Packets._fields))
 
 
 def find(a: np.ndarray, end: int) -> Packets:
@@ -189,14 +190,17 @@ def moved(
             out.append(kept)
             dropped += gone
             continue
-        run = Packets(*(column[which] - (begin if k < 4 else 0) for k, column in enumerate(found)))
+        run = Packets(
+            *(column[which] - begin if begin and k < 4 else column[which] for k, column in enumerate(found))
+        )
         out.append(_moved_run(a[begin : stop + PAD], stop - begin, run, table, dropped))
     return b"".join(out), dropped
 
 
 def _moved_run(run: np.ndarray, size: int, found: Packets, table: np.ndarray, dropped: list) -> bytes:
     """One run of chained packets (``run[:size]``, offsets in ``found`` relative to it) with
-    their uuids looked up in ``table``."""
+    their uuids looked up in ``table``: a uuid that keeps its width is written in place (its
+    digits looked up per track), only the packets whose uuid changes width are edited."""
     if int(found.value.max()) >= len(table) or int(found.value.min()) < 0:
         raise ValueError("an event on a track the export does not describe")
     new = table[found.value]
@@ -206,17 +210,34 @@ def _moved_run(run: np.ndarray, size: int, found: Packets, table: np.ndarray, dr
         dropped += [bytes(run[b:e]) for b, e in zip(first.tolist(), found.end[gone].tolist(), strict=True)]
     if not gone.any() and np.array_equal(new, found.value):
         return run[:size].tobytes()
-    keep = ~gone
-    uuid, new, uuid_width = found.uuid[keep], new[keep], found.width[keep]
-    grow_uuid = V.digits(new) - uuid_width
-    grown = np.flatnonzero(keep)[grow_uuid != 0]  # only their lengths change
-    start, event, grow_uuid_kept = found.start[grown], found.event[grown], grow_uuid[grow_uuid != 0]
+    width_of = V.digits(np.maximum(table, 0))  # each track's new uuid's width
+    grows = (width_of[found.value] != found.width) & ~gone
+    _write_uuids(run, found.uuid[~grows & ~gone] + 1, found.value[~grows & ~gone], table, width_of)
+    grown = np.flatnonzero(grows)
+    start, event, uuid = found.start[grown], found.event[grown], found.uuid[grown]
+    uuid_width, new = found.width[grown], new[grown]
+    grow_uuid = width_of[found.value[grown]] - uuid_width
     packet_width, event_width = V.widths(run, start + 1), V.widths(run, event + 1)
-    event_size = V.values(run, event + 1, event_width) + grow_uuid_kept
+    event_size = V.values(run, event + 1, event_width) + grow_uuid
     grow_event = V.digits(event_size) - event_width
-    packet_size = V.values(run, start + 1, packet_width) + grow_uuid_kept + grow_event
+    packet_size = V.values(run, start + 1, packet_width) + grow_uuid + grow_event
     at = np.concatenate([start + 1, event + 1, uuid + 1])
     old = np.concatenate([packet_width, event_width, uuid_width])
     values = np.concatenate([packet_size, event_size, new])
     cuts = [(b, e) for b, e in zip(found.start[gone].tolist(), found.end[gone].tolist(), strict=True)]
     return V.edited(run[:size], at, old, values, cuts).tobytes()  # ``run``: a copy of ours
+
+
+def _write_uuids(
+    run: np.ndarray, at: np.ndarray, tracks: np.ndarray, table: np.ndarray, width: np.ndarray
+) -> None:
+    """The new uuid of each of ``tracks`` written over its old one, of the same width, at ``at``."""
+    moves = table != np.arange(len(table))
+    if not moves.any():
+        return
+    at, tracks = (at, tracks) if moves.all() else (at[moves[tracks]], tracks[moves[tracks]])
+    value = np.maximum(table, 0)
+    for k in range(int(width.max())):
+        digit = (((value >> (7 * k)) & 0x7F) | np.where(width > k + 1, 0x80, 0)).astype(np.uint8)
+        wide = slice(None) if k == 0 else width[tracks] > k
+        run[at[wide] + k] = digit[tracks[wide]]

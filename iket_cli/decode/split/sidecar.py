@@ -33,8 +33,8 @@ def save(path: Path, arrays: dict[str, np.ndarray], head: Any = None) -> None:
     with open(path, "wb") as handle:
         handle.write(MAGIC + len(text).to_bytes(8, "little") + text)
         for values in held.values():
-            data = values.tobytes()
-            handle.write(data + b"\0" * (-len(data) % _ALIGN))
+            handle.write(memoryview(values).cast("B") if values.size else b"")
+            handle.write(b"\0" * (-values.nbytes % _ALIGN))
 
 
 def load(path: Path) -> tuple[dict[str, np.ndarray], Any]:

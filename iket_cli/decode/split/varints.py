@@ -85,10 +85,13 @@ def field(a: np.ndarray, cur: np.ndarray, end: np.ndarray, key: int) -> np.ndarr
 
 def digits(value: np.ndarray) -> np.ndarray:
     """The bytes each value takes as a varint."""
-    if len(value) and int(value.max()) >= 1 << (7 * MOST_DIGITS):
+    top = int(value.max()) if len(value) else 0
+    if top >= 1 << (7 * MOST_DIGITS):
         raise ValueError("a uuid or length too large to rewrite here")
     width = np.ones(len(value), np.int64)
     for k in range(1, MOST_DIGITS):
+        if top < 1 << (7 * k):
+            break
         width += value >= 1 << (7 * k)
     return width
 
@@ -96,30 +99,65 @@ def digits(value: np.ndarray) -> np.ndarray:
 def edited(buf: np.ndarray, at: np.ndarray, old: np.ndarray, values: np.ndarray, cuts: list) -> np.ndarray:
     """``buf`` with the varint at each ``at`` (``old`` bytes long) replaced by ``values``
     (its digits written in place, missing ones inserted, extra ones deleted), and the byte
-    ranges ``cuts`` deleted."""
+    ranges ``cuts`` deleted. Most varints keep their width: only the few that do not, and
+    the cuts, move bytes (one pass of the buffer for all the insertions)."""
     new = digits(values)
-    where, what = [], []
-    deletes = [np.arange(b, e) for b, e in cuts]
-    live = np.arange(len(values))
+    _write(buf, at, values, new, np.minimum(old, new))
+    grow, shrink = np.flatnonzero(new > old), np.flatnonzero(new < old)
+    ranges = [(int(b), int(e)) for b, e in cuts if e > b]
+    if len(shrink):
+        ranges += zip((at[shrink] + new[shrink]).tolist(), (at[shrink] + old[shrink]).tolist(), strict=True)
+    if not len(grow):
+        return _cut(buf, ranges)
+    # each missing digit goes after the varint's old bytes, in the order of its rank
+    count = new[grow] - old[grow]
+    which = np.repeat(grow, count)
+    rank = old[which] + np.arange(len(which)) - np.repeat(np.cumsum(count) - count, count)
+    digit = ((values[which] >> (7 * rank)) & 0x7F) | np.where(new[which] > rank + 1, 0x80, 0)
+    places = at[which] + old[which]
+    order = np.argsort(places, kind="stable")
+    return _cut(_inserted(buf, places[order], digit[order].astype(np.uint8)), _moved(ranges, places))
+
+
+def _write(buf: np.ndarray, at: np.ndarray, values: np.ndarray, width: np.ndarray, count: np.ndarray) -> None:
+    """The first ``count`` digits of each value (``width`` digits in all) written at ``at``."""
+    live = np.arange(len(at))
     for k in range(MOST_DIGITS):
-        digit = ((values[live] >> (7 * k)) & 0x7F).astype(np.uint8) | (new[live] > k + 1).astype(
-            np.uint8
-        ) << 7
-        inside = old[live] > k
-        buf[at[live[inside]] + k] = digit[inside]
-        added = live[~inside]
-        where.append(at[added] + old[added])
-        what.append(digit[~inside])
-        live = live[new[live] > k + 1]
-    for k in range(1, VARINT_BYTES):
-        extra = np.flatnonzero((old > k) & (new <= k))
-        deletes.append(at[extra] + k)
-    gone = np.sort(np.concatenate(deletes))
-    if len(gone):
-        buf = np.delete(buf, gone)
-    places = np.concatenate(where)
-    if len(places):
-        order = np.argsort(places, kind="stable")
-        places = places[order]
-        buf = np.insert(buf, places - np.searchsorted(gone, places), np.concatenate(what)[order])
-    return buf
+        live = live[count[live] > k]
+        if not len(live):
+            return
+        more = (width[live] > k + 1).astype(np.uint8) << 7
+        buf[at[live] + k] = ((values[live] >> (7 * k)) & 0x7F).astype(np.uint8) | more
+
+
+def _inserted(buf: np.ndarray, places: np.ndarray, what: np.ndarray) -> np.ndarray:
+    """``buf`` with ``what[i]`` before byte ``places[i]`` (``places`` sorted)."""
+    out = np.empty(len(buf) + len(places), np.uint8)
+    moved = places + np.arange(len(places))
+    out[moved] = what
+    kept = np.ones(len(out), bool)
+    kept[moved] = False
+    out[kept] = buf
+    return out
+
+
+def _moved(ranges: list[tuple[int, int]], places: np.ndarray) -> list[tuple[int, int]]:
+    """Byte ranges of a buffer as they lie after bytes are inserted at ``places`` (sorted)."""
+    if not ranges:
+        return []
+    begin, end = np.asarray(ranges, np.int64).T
+    begin = begin + np.searchsorted(places, begin, side="right")
+    end = end + np.searchsorted(places, end, side="left")
+    return list(zip(begin.tolist(), end.tolist(), strict=True))
+
+
+def _cut(buf: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """``buf`` without the byte ranges ``ranges`` (which do not overlap)."""
+    if not ranges:
+        return buf
+    ranges = sorted(ranges)
+    if len(ranges) > 4096:  # many small ones: numpy's own
+        return np.delete(buf, np.concatenate([np.arange(b, e) for b, e in ranges]))
+    starts = [0] + [e for _, e in ranges]
+    stops = [b for b, _ in ranges] + [len(buf)]
+    return np.concatenate([buf[s:e] for s, e in zip(starts, stops, strict=True)])
