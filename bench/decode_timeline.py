@@ -47,7 +47,7 @@ def _timed(owner, name: str, kind: str, label) -> None:
 
 
 def _instrument() -> None:
-    from iket_cli.decode import json_split, workers
+    from iket_cli.decode import json_split, pftrace_split, workers
     from iket_cli.decode.split import columns, join, pftrace_join, stitch
     from iket_cli.pipeline import finish
 
@@ -58,6 +58,8 @@ def _instrument() -> None:
     _timed(workers.Server, "decode", "export", unit)
     _timed(workers.Server, "pieces", "job", lambda args: str(args[1].get("kind", "stitch")))
     _timed(workers.Workers, "server", "worker start", lambda args: "")
+    _timed(workers.Server, "close", "worker stop", lambda args: "")
+    _timed(pftrace_split, "by_launches", "perfetto split", lambda args: "")
     _timed(workers.Workers, "decode", "export whole", unit)
     _timed(workers.Workers, "forked", "export forked", unit)
     _timed(pftrace_join.Join, "add", "join plan", lambda args: Path(args[1]).name)

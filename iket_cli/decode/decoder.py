@@ -15,16 +15,19 @@ import time
 from pathlib import Path
 
 from ..model.vocab import JSON_EXPORT
-from .split import columns, join, pftrace_parts
+from .split import join
 from .tasks import Outcome, Task, columns_name, pftrace_beside
 
 GZIP_LEVEL = 6
 
 
 def preload() -> None:
-    """Import the decoder now, e.g. in a thread while the passes run, so no decode waits
-    for its import."""
+    """Import the decoder and what a decode runs (numpy among it) now, e.g. in a thread
+    while the passes run or before a fork, so no decode waits for its import. Not at this
+    module's import: the CLI that only hands a split export to its workers has no use for
+    numpy (docs/benchmarks.md, "The Perfetto export's moves, and less to start")."""
     available()
+    from .split import columns, pftrace_parts  # noqa: F401
 
 
 def available() -> bool:
@@ -88,6 +91,8 @@ def _export(task: Task) -> list[str]:
         if task.part and task.export == JSON_EXPORT:
             return _export_part(task, decoder)
         if task.part:  # a launch, or a chunk of one, of a split Perfetto export
+            from .split import pftrace_parts
+
             spooled = task.out_dir / task.outputs()[0]
             pftrace_parts.spool(decoder, spooled, *pftrace_beside(spooled), chunk=bool(task.chunk))
             return task.outputs()
@@ -105,6 +110,8 @@ def _export_part(task: Task, decoder) -> list[str]:
     """One launch of a split JSON export, or a chunk of one: spooled with what the merge
     and the report will need of it (its indices, which a chunk's stitch needs whatever its
     launch; its columns, when the report reads the trace back)."""
+    from .split import columns
+
     spooled = task.out_dir / task.outputs()[0]
     join.spool(decoder, spooled, find_indices=task.part[0] > 0 or task.chunk is not None)
     if columns.wanted(task.formats):

@@ -26,7 +26,7 @@ from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model.vocab import JSON_EXPORT
 from ..system import signals
 from ..system.runner import Cancelled, wait_all
-from . import decoder, json_split, pftrace_split, prestart
+from . import decoder, pftrace_split, prestart
 from .prestart import INLINE_BYTES, Prestarted
 from .serving import Serving
 from .split import chunks, join
@@ -167,11 +167,11 @@ class Decoding:
         if missing:
             outcome = Outcome(task, 0.0, error=missing)
         elif task.raw_bytes <= INLINE_BYTES and decoder.available():
+            decoder.preload()  # once, here: each fork has it imported
             with self.slots():
                 outcome = self.workers.forked(task)
         elif _split(task) and (launches := _parts(task, self.cpus)):
-            split = json_split if task.export == JSON_EXPORT else pftrace_split
-            outcome = split.by_launches(self, task, launches)
+            outcome = _split_export(task).by_launches(self, task, launches)
         else:
             with self.slots():
                 outcome = self.workers.decode(task)
@@ -226,6 +226,16 @@ class Decoding:
             self.pool.shutdown(wait=True)
             self.serving.close()
             self._signals.__exit__(None, None, None)
+
+
+def _split_export(task: Task):
+    """The module that runs ``task`` split: the JSON export's imports numpy, which the CLI
+    exporting only Perfetto parts has no use for."""
+    if task.export != JSON_EXPORT:
+        return pftrace_split
+    from . import json_split
+
+    return json_split
 
 
 def _split(task: Task) -> bool:

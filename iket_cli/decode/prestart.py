@@ -29,8 +29,8 @@ KEEP_FREED = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold
 #: imported there), above in worker processes: a fresh interpreter costs more than it saves.
 INLINE_BYTES = 4 << 20
 #: A worker's numpy with one BLAS thread: it does no linear algebra, and OpenBLAS starting a
-#: thread a CPU at import cost a worker about 0.1 s of CPU (docs/benchmarks.md, "Fewer
-#: processes for a split Perfetto export").
+#: thread a CPU at import cost a worker about 0.1 s of CPU (docs/benchmarks.md, "The
+#: Perfetto export's moves, and less to start").
 ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
 #: The free memory a prestarted worker is counted to take (some 30 MB once the decoder is
 #: imported, its first unit's pages on top).

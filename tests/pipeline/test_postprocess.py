@@ -169,3 +169,26 @@ def test_the_manifest_says_how_a_perfetto_export_was_joined(tmp_path, monkeypatc
     assert "joined" not in process["artifacts"]["html"]
     (again,) = artifacts_mod.rescan(folder, record["processes"])
     assert again["artifacts"]["perfetto"]["joined"] == {"parts": 8, "identity": "trace"}
+
+
+def test_a_split_perfetto_export_alone_leaves_numpy_to_the_workers(tmp_path):
+    """The CLI only plans and joins a split Perfetto export: numpy's import (a tenth of a
+    second, and a BLAS thread) is the workers' alone (docs/benchmarks.md)."""
+    import subprocess
+    import sys
+
+    with tarfile.open(FIXTURES / "keep256_raw.tar.xz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    folder = tmp_path / "keep256"
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('numpy' in sys.modules, 'iket' in sys.modules))\n"
+        f"sys.argv = ['iket', 'postprocess', {str(folder)!r}, '--format', 'perfetto', '-q']\n"
+        "from iket_cli.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"], "neither numpy nor NVIDIA's decoder in the CLI"
+    (process,) = manifest.read(folder)["processes"]
+    assert process["artifacts"]["perfetto"]["joined"]["parts"] > 1, "the export was split"

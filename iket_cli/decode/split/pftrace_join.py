@@ -31,10 +31,12 @@ from ...model import pftrace as P
 from ..tasks import DEFLATED, MOVED, pftrace_beside
 from . import gzip_parts
 from .join import copy_range
-from .pftrace_parts import CTA_PREFIX, EVENTS, SHARED, TRACKS, shared_tracks
 
 ROOT = 1
 SLICE_BEGIN, SLICE_END = 1, 2
+#: Keys of what a part's worker keeps beside it (its "sidecar", :func:`.pftrace_parts.spool`).
+EVENTS, TRACKS, SHARED = "events", "tracks", "shared"
+CTA_PREFIX = "CTA("
 
 
 @dataclass
@@ -315,3 +317,18 @@ def _name(packet: bytes) -> bytes:
 def _copy(path: Path, out, offset: int, size: int) -> None:
     with open(path, "rb") as source:
         copy_range(source, out, offset, size)
+
+
+def shared_tracks(tracks: list[list]) -> set[int]:
+    """The tracks of a chunk that other chunks of its launch have too: those with no CTA
+    at or above them (the root, the grid, its GPCs and TPCs)."""
+    parent = {uuid: up for uuid, up, _ in tracks}
+    name = {uuid: text for uuid, _, text in tracks}
+    shared = set()
+    for uuid in parent:
+        at, seen = uuid, 0
+        while at in parent and not name[at].startswith(CTA_PREFIX) and seen <= len(parent):
+            at, seen = parent[at], seen + 1
+        if at not in parent:
+            shared.add(uuid)
+    return shared

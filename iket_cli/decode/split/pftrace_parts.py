@@ -21,12 +21,9 @@ from ...model import pftrace as P
 from . import gzip_parts
 from . import pftrace_events as events_mod
 from .pftrace_events import DROP, Packets, descriptors_end, moved, pieces
+from .pftrace_join import EVENTS, SHARED, TRACKS, shared_tracks
 from .pftrace_tracks import moved_descriptors, tracks
 from .varints import padded
-
-#: Keys of what :func:`spool` keeps beside a part (its "sidecar").
-EVENTS, TRACKS, SHARED = "events", "tracks", "shared"
-CTA_PREFIX = "CTA("
 
 
 def spool(decoder, path: Path, sidecar: Path, found: Path, *, chunk: bool) -> None:
@@ -47,21 +44,6 @@ def spool(decoder, path: Path, sidecar: Path, found: Path, *, chunk: bool) -> No
         above = shared_tracks(described[TRACKS])
         described[SHARED] = [packet.hex() for packet in events_on(events, packets, above)]
     sidecar.write_text(json.dumps(described))
-
-
-def shared_tracks(tracks: list[list]) -> set[int]:
-    """The tracks of a chunk that other chunks of its launch have too: those with no CTA
-    at or above them (the root, the grid, its GPCs and TPCs)."""
-    parent = {uuid: up for uuid, up, _ in tracks}
-    name = {uuid: text for uuid, _, text in tracks}
-    shared = set()
-    for uuid in parent:
-        at, seen = uuid, 0
-        while at in parent and not name[at].startswith(CTA_PREFIX) and seen <= len(parent):
-            at, seen = parent[at], seen + 1
-        if at not in parent:
-            shared.add(uuid)
-    return shared
 
 
 def events_on(events: bytes | memoryview, found: Packets, uuids: set[int]) -> list[bytes]:
