@@ -249,9 +249,7 @@ def _parts(task: Task, cpus: int) -> list[join.LaunchPart] | None:
 
 
 def _chunk_bytes(task: Task, cpus: int) -> int:
-    if task.export == JSON_EXPORT:
-        return chunks.CHUNK_RAW_BYTES
-    return chunks.perfetto_chunk_bytes(task.raw_bytes, cpus)
+    return chunks.chunk_bytes(task.export, task.raw_bytes, cpus)
 
 
 def _units(task: Task, cpus: int) -> list[Task]:

@@ -20,6 +20,7 @@ import tempfile
 import threading
 
 from ..system import spawn
+from .split import chunks
 from .tasks import Task
 
 #: glibc's allocator in a long-lived worker: large blocks from the heap, not fresh mappings,
@@ -78,8 +79,22 @@ def start(jobs: int | None = None) -> Prestarted:
 
 def for_tasks(tasks: list[Task], jobs: int | None = None) -> Prestarted | None:
     """:func:`start` for a decode of ``tasks``, when one of them is decoded by workers (over
-    :data:`INLINE_BYTES` of raw data); else None."""
-    return start(jobs) if any(task.raw_bytes > INLINE_BYTES for task in tasks) else None
+    :data:`INLINE_BYTES` of raw data), else None: as many as its exports' units may run side
+    by side (about; the raw manifests are not read here), within ``jobs`` or the CPUs.
+    Workers that would only wait cost the host an interpreter each (keep256 on 16 CPUs:
+    six decode at once, sixteen were started; docs/benchmarks.md, "The Perfetto export's
+    moves, and less to start")."""
+    big = [task for task in tasks if task.raw_bytes > INLINE_BYTES]
+    if not big:
+        return None
+    most = jobs or cpus()
+    return start(min(most, sum(_side_by_side(task, most) for task in big)))
+
+
+def _side_by_side(task: Task, cpus: int) -> int:
+    """About how many units of ``task`` run at once: its chunks within its memory bound."""
+    units = -(-task.raw_bytes // chunks.chunk_bytes(task.export, task.raw_bytes, cpus))
+    return min(units, task.most_at_once(units))
 
 
 def cpus() -> int:

@@ -57,3 +57,23 @@ def test_a_cancelled_decode_kills_a_worker_it_takes(monkeypatch):
     assert server.proc is None
     assert proc.poll() is not None and proc.returncode < 0, "killed, not run"
     assert ahead.take() is None
+
+
+def test_as_many_workers_start_ahead_as_the_decode_runs_at_once(tmp_path, monkeypatch):
+    """keep256 with 16 jobs: its Perfetto export's parts are bounded by its memory to six
+    at once, so six workers start ahead, not one a job; a small capture starts none."""
+    import tarfile
+
+    counts: list[int] = []
+    monkeypatch.setattr(prestart, "start", lambda count=None: counts.append(count))
+    with tarfile.open(FIXTURES / "keep256_raw.tar.xz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    (task,) = tasks.plan(tmp_path / "keep256", ["perfetto"])
+    prestart.for_tasks([task], jobs=16)
+    units = pool._units(task, 16)
+    at_once = min(len(units), task.most_at_once(len(units)))
+    assert counts == [at_once] and 1 < at_once < 16, (counts, len(units))
+    prestart.for_tasks([task], jobs=2)
+    assert counts[-1] == 2
+    assert prestart.for_tasks(tasks.plan(kept(tmp_path, "multi"), ["json"]), jobs=16) is None
+    assert len(counts) == 2, "a capture decoded in forks starts no worker ahead"

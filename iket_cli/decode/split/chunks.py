@@ -12,6 +12,8 @@ exports back together, byte for byte the decoder's export of the whole launch.
 
 from __future__ import annotations
 
+from ...model.vocab import JSON_EXPORT
+
 #: Raw bytes of a launch per chunk. Smaller chunks cost the decoder less per event and a
 #: worker less memory, but give the stitch more runs; the measured choice: docs/benchmarks.md,
 #: "The stitch written by the workers, and smaller chunks".
@@ -32,6 +34,11 @@ def perfetto_chunk_bytes(raw_bytes: int, cpus: int) -> int:
     """The raw bytes per chunk of a Perfetto export of ``raw_bytes`` on ``cpus`` CPUs: a
     share of :data:`PERFETTO_PARTS_PER_CPU` parts a CPU, at least :data:`PERFETTO_CHUNK_RAW_BYTES`."""
     return max(PERFETTO_CHUNK_RAW_BYTES, -(-raw_bytes // max(PERFETTO_PARTS_PER_CPU * cpus, 1)))
+
+
+def chunk_bytes(export: str, raw_bytes: int, cpus: int) -> int:
+    """The raw bytes per chunk of a launch of an ``export`` of ``raw_bytes`` on ``cpus`` CPUs."""
+    return CHUNK_RAW_BYTES if export == JSON_EXPORT else perfetto_chunk_bytes(raw_bytes, cpus)
 
 
 def ctas(launch: dict) -> int:

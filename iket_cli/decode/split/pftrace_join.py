@@ -166,7 +166,8 @@ class Join:
         the first chunk that has it), its CTAs renamed, its kernel slice kept for :meth:`end`
         (its own events on the grid left out: ``silent``)."""
         opened, tracks = self._open, info[TRACKS]
-        shared, paths = shared_tracks(tracks), _paths(tracks)
+        shared = shared_tracks(tracks)
+        paths = _paths(tracks, shared)  # the grid is one of them
         grid = next(uuid for uuid, parent, _ in tracks if parent == ROOT)
         table = [0] * (max(uuid for uuid, _, _ in tracks) + 1)
         drop: set[int] = set()
@@ -253,12 +254,12 @@ def _renames(info: dict, rename: dict) -> bool:
     return any(names.get(uuid) != new[0] for uuid, new in rename.items())
 
 
-def _paths(tracks: list[list]) -> dict[int, tuple[str, ...]]:
-    """Each track's names from the root down (the root's path is empty)."""
+def _paths(tracks: list[list], which: set[int]) -> dict[int, tuple[str, ...]]:
+    """The names from the root down of the tracks ``which`` (the root's path is empty)."""
     parent = {uuid: up for uuid, up, _ in tracks}
     name = {uuid: text for uuid, _, text in tracks}
     paths: dict[int, tuple[str, ...]] = {}
-    for uuid in parent:
+    for uuid in which:
         path, at = [], uuid
         while at in parent and parent[at] and len(path) <= len(parent):
             path.append(name[at])
