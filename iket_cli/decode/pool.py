@@ -167,7 +167,7 @@ class Decoding:
         if missing:
             outcome = Outcome(task, 0.0, error=missing)
         elif task.raw_bytes <= INLINE_BYTES and decoder.available():
-            decoder.preload()  # once, here: each fork has it imported
+            decoder.preload()  # before the fork, so the fork has it imported (a no-op once done)
             with self.slots():
                 outcome = self.workers.forked(task)
         elif _split(task) and (launches := _parts(task, self.cpus)):

@@ -212,7 +212,8 @@ def _moved_run(run: np.ndarray, size: int, found: Packets, table: np.ndarray, dr
         return run[:size].tobytes()
     width_of = V.digits(np.maximum(table, 0))  # each track's new uuid's width
     grows = (width_of[found.value] != found.width) & ~gone
-    _write_uuids(run, found.uuid[~grows & ~gone] + 1, found.value[~grows & ~gone], table, width_of)
+    same = ~grows & ~gone
+    _write_uuids(run, found.uuid[same] + 1, found.value[same], table, width_of)
     grown = np.flatnonzero(grows)
     start, event, uuid = found.start[grown], found.event[grown], found.uuid[grown]
     uuid_width, new = found.width[grown], new[grown]
