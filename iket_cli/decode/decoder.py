@@ -12,11 +12,16 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..model.vocab import JSON_EXPORT
 from .split import join
 from .tasks import Outcome, Task, columns_name, pftrace_beside
+
+if TYPE_CHECKING:
+    from .split.pftrace_parts import Part
 
 GZIP_LEVEL = 6
 
@@ -54,11 +59,13 @@ def decoder_class():
     return RawCaptureDecoder
 
 
-def decode(task: Task) -> Outcome:
-    """Decode one task in this process (its inputs already checked by ``tasks.missing_input``)."""
+def decode(task: Task, hold: Callable[[str, Part], None] | None = None) -> Outcome:
+    """Decode one task in this process (its inputs already checked by ``tasks.missing_input``).
+    ``hold``: given a part of a split Perfetto export (its spool's name and the part), to keep
+    it in this process for its move, instead of spooling it to files."""
     start = time.monotonic()
     try:
-        written = _export(task)
+        written = _export(task, hold)
     except OSError as error:  # a full disk, a folder that cannot be written
         for path in _temporaries(task):
             path.unlink(missing_ok=True)
@@ -78,7 +85,7 @@ def temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp")
 
 
-def _export(task: Task) -> list[str]:
+def _export(task: Task, hold: Callable[[str, Part], None] | None = None) -> list[str]:
     decoder_cls = decoder_class()
     if task.export == JSON_EXPORT and not task.part:
         out = task.out_dir / task.outputs()[0]
@@ -94,7 +101,11 @@ def _export(task: Task) -> list[str]:
             from .split import pftrace_parts
 
             spooled = task.out_dir / task.outputs()[0]
-            pftrace_parts.spool(decoder, spooled, *pftrace_beside(spooled), chunk=bool(task.chunk))
+            part = pftrace_parts.exported(decoder, chunk=bool(task.chunk))
+            if hold is not None:
+                hold(str(spooled), part)
+            else:
+                pftrace_parts.spool(part, spooled, *pftrace_beside(spooled))
             return task.outputs()
         if task.export == JSON_EXPORT:
             text = decoder.export_decoded_json()

@@ -41,6 +41,7 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
     # within a whole export's memory; after the JSON export's units, whose launches end in a
     # stitch and a merge, a longer tail than a part's move, which the Perfetto parts then cover
     batch = Batch(every, task.most_at_once(len(every)), rank=1)
+    batch.hold = task.may_hold(len(every), min(run.jobs, batch.most))
     run.hand_out(task, batch)
     join = pftrace_join.Join(len(launches), pftrace=pftrace is not None, gz=gz is not None)
     moves: list = []  # (job, the future of its answer), in the order planned
@@ -87,16 +88,20 @@ def _planned(
     join.start(number, len(group))
     try:
         for unit, first in zip(group, launch.firsts if launch.chunks else [0], strict=True):
+            batch.planning(unit)  # its worker, done, waits for its move
             done = batch.futures[unit].result()
             if done.cancelled or done.error:
                 return done
-            job = join.add(unit.out_dir / unit.outputs()[0], first)
-            moves += zip([job], batch.first([job]), strict=True) if job else []
+            spool, held = unit.out_dir / unit.outputs()[0], done.holder is not None
+            job = join.add(spool, first, done.described, held=held)
+            moves += zip([job], batch.first([job], done.holder), strict=True) if job else []
         join.end()
         return None
     except ValueError:
         if not launch.chunks:
             raise
+    finally:
+        batch.planning(None)
     for unit in group:  # the chunks' exports still running end before the launch's own
         batch.futures[unit].result()
     with run.slots(urgent=True):

@@ -47,10 +47,11 @@ class Serving:
         """One worker decoding units and writing jobs of any batch, one slot at a time, until
         the decode is over (its memory reused from one to the next)."""
         server = self.workers.server()
-        batch = unit = None
+        batch = unit = ended = None
         try:
-            while (taken := self.queue.next()) is not None:
+            while (taken := self.queue.next(server, ended)) is not None:
                 batch, unit = taken
+                ended = None
                 if isinstance(unit, Pieces):
                     with self.slots(urgent=True):
                         batch.answered(unit, None if self.workers.cancelled else server.pieces(unit.job))
@@ -62,10 +63,12 @@ class Serving:
                     with self.lock:
                         self.progress.started(unit)
                     outcome = server.decode(unit)
+                    if outcome.holder is not None and not batch.keeps(unit):
+                        outcome = server.spool(outcome)
                 with self.lock:
                     self.progress.finished(outcome)
                 batch.done(unit, outcome)
-                unit = None
+                ended, unit = ((batch, unit) if outcome.holder is not None else None), None
         except BaseException as error:  # a bug here: its launch fails, nothing waits for ever
             if isinstance(unit, Pieces) and not unit.future.done():
                 batch.answered(unit, None)

@@ -37,6 +37,9 @@ MEMORY_FACTOR = {"json": 60, "perfetto": 65}
 #: A worker process's own memory besides its decode: the interpreter, numpy, the decoder's
 #: library, a move's arrays (docs/benchmarks.md, "The Perfetto export split").
 WORKER_BYTES = 64 << 20
+#: A part of a Perfetto export kept in its worker's memory for its move, as a multiple of
+#: its raw bytes: the export (6x) and its event packets found (keep256's eight parts: 11.3x).
+HELD_FACTOR = 12
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,15 @@ class Task:
         a worker of its own, :data:`WORKER_BYTES`), two at least (two halves side by side)."""
         share = self.memory // max(units, 1) + WORKER_BYTES
         return max(2, (self.memory + WORKER_BYTES) // share)
+
+    def may_hold(self, units: int, at_once: int) -> bool:
+        """Whether, ``at_once`` of this task's ``units`` parts running side by side
+        (:meth:`most_at_once`), every part may also be kept in memory for its move and all
+        still take no more than the task exported whole (on two CPUs, yes; on sixteen, a
+        part is kept only while the join waits for it, :meth:`.split.plan.Batch.keeps`)."""
+        share = self.memory // max(units, 1)
+        held = self.raw_bytes * HELD_FACTOR
+        return at_once * (share + WORKER_BYTES) + held <= self.memory + WORKER_BYTES
 
     def parts(self, count: int) -> list[Task]:
         """This task's launches as tasks of their own (their part manifests written by
@@ -173,6 +185,11 @@ class Outcome:
     #: A Perfetto export joined from its parts: how many, and what it shares with the
     #: decoder's whole export (``bytes``: split by launches only; ``trace``: by CTA chunks too).
     joined: dict | None = None
+    #: A part of a split Perfetto export that its long-lived worker keeps in memory for its
+    #: move (not spooled): what the join needs to plan it (:func:`.split.pftrace_parts.exported`)
+    #: and the worker (:class:`.workers.Server`) that keeps it, which alone can move it.
+    described: dict | None = None
+    holder: object = None
 
 
 class Progress:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 from ..system.filesystem import DISK_FULL
 from ..system.tree import die_with_parent
 from .decoder import decode, preload
 from .split import pftrace_parts, stitch_jobs
-from .tasks import Task
+from .tasks import Task, pftrace_beside
 
 
 def main(spec: str) -> int:
@@ -34,29 +35,62 @@ def main(spec: str) -> int:
 def serve(parent: int) -> int:
     """Decode each task read from stdin, or write each stitch job (``{"pieces": job}``,
     :func:`.stitch_jobs.write`); answer each on the original stdout with a JSON line
-    (``error``, ``errno``). The decoder's own output goes to stderr, not into the answers."""
+    (``error``, ``errno``). A part of a split Perfetto export is kept in memory for its move,
+    which the parent sends to this worker alone: its answer says what the join needs of it
+    (``described``), with no spool or sidecar written and read back. The decoder's own
+    output goes to stderr, not into the answers."""
     die_with_parent(parent)
     preload()  # before the first request: a prestarted worker waits for its decode imported
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
+    held: dict[str, pftrace_parts.Part] = {}  # the parts kept, by spool name, until moved
     for line in sys.stdin:
         request = json.loads(line)
         if "pieces" in request:
-            answer = _pieces(request["pieces"])
+            answer = _pieces(request["pieces"], held)
+        elif "spool" in request:  # a part kept no longer: its move may go to any worker
+            answer = _spooled(request["spool"], held)
         else:
-            outcome = decode(Task.from_dict(request))
-            answer = {"error": outcome.error, "errno": outcome.errno}
+            answer = _decoded(request, held)
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
     return 0
 
 
-def _pieces(job: dict) -> dict:
-    """The answer to a job of a launch's stitch (:func:`.stitch_jobs.write`) or of a Perfetto
-    join (``kind: move``, :func:`.pftrace_parts.move`): ``error`` and ``errno`` (None when
-    written), and what the job says of what it wrote."""
+def _decoded(request: dict, held: dict) -> dict:
+    """The answer to a task: ``error``, ``errno``, and for a Perfetto part kept in ``held``,
+    what the join needs of it. (Its own function: a part let go from ``held`` must not stay
+    alive in a variable of the loop through the next export.)"""
+    kept: dict[str, pftrace_parts.Part] = {}
+    outcome = decode(Task.from_dict(request), hold=kept.__setitem__)
+    answer = {"error": outcome.error, "errno": outcome.errno}
+    for name, part in kept.items():
+        held[name] = part
+        answer["described"] = part.described
+    return answer
+
+
+def _spooled(name: str, held: dict) -> dict:
+    """The part kept for ``name`` spooled to its files (:func:`.pftrace_parts.spool`) and let go."""
+    spool = Path(name)
     try:
-        said = pftrace_parts.move(job) if job.get("kind") == "move" else stitch_jobs.write(job)
+        pftrace_parts.spool(held.pop(name), spool, None, pftrace_beside(spool)[1])
+    except KeyError:
+        return {"error": "no such part kept", "errno": None}
+    except OSError as error:  # a full disk
+        return {"error": error.strerror or str(error), "errno": error.errno}
+    return {"error": None, "errno": None}
+
+
+def _pieces(job: dict, held: dict) -> dict:
+    """The answer to a job of a launch's stitch (:func:`.stitch_jobs.write`) or of a Perfetto
+    join (``kind: move``, :func:`.pftrace_parts.move`, of a part in ``held`` or spooled):
+    ``error`` and ``errno`` (None when written), and what the job says of what it wrote."""
+    try:
+        if job.get("kind") == "move":
+            said = pftrace_parts.move(job, held.pop(job["spool"], None))
+        else:
+            said = stitch_jobs.write(job)
     except OSError as error:  # a full disk
         return {"error": error.strerror or str(error), "errno": error.errno}
     except ValueError as error:

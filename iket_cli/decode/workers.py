@@ -163,12 +163,27 @@ class Server:
             return _failed(task, seconds, self.returncode, self.stderr)
         if told.get("error"):
             return Outcome(task, seconds, error=f"{task.raw}: {told['error']}", errno=told.get("errno"))
-        return Outcome(task, seconds, written=task.outputs())
+        kept = told.get("described")  # a Perfetto part it keeps for its move
+        return Outcome(task, seconds, written=task.outputs(), described=kept, holder=self if kept else None)
 
     def pieces(self, job: dict) -> dict | None:
-        """Write one job of a launch's stitch (:func:`.split.stitch_jobs.write`); the worker's answer
+        """Write one job of a launch's stitch (:func:`.split.stitch_jobs.write`) or move a part
+        (:func:`.split.pftrace_parts.move`; one it keeps, or one spooled); the worker's answer
         (``error``, ``errno``), or None when it died or could not start."""
         return self._ask({"pieces": job})
+
+    def spool(self, outcome: Outcome) -> Outcome:
+        """Have the worker spool the part it keeps for ``outcome`` to its files and let it go
+        (its move then any worker's); the outcome of the part so spooled."""
+        told = self._ask({"spool": str(outcome.task.out_dir / outcome.task.outputs()[0])})
+        if self.workers.cancelled:
+            return Outcome(outcome.task, outcome.seconds, cancelled=True)
+        if told is None:
+            return _failed(outcome.task, outcome.seconds, self.returncode, self.stderr)
+        if told.get("error"):
+            error = f"{outcome.task.raw}: {told['error']}"
+            return Outcome(outcome.task, outcome.seconds, error=error, errno=told.get("errno"))
+        return Outcome(outcome.task, outcome.seconds, written=outcome.written, described=outcome.described)
 
     def _ask(self, request: dict) -> dict | None:
         """Send one request (starting the worker on first use); its answer, or None."""

@@ -360,14 +360,22 @@ def _perfetto_by_ctas(monkeypatch) -> list:
     return started
 
 
+@pytest.mark.parametrize("hold", [True, False], ids=["parts-kept", "parts-spooled"])
 @pytest.mark.parametrize(("name", "pid"), [("multi", "0x23f"), ("cute_pipeline", "0xfc5")])
-def test_the_perfetto_export_by_ctas_in_workers_is_run_iket_trace(tmp_path, monkeypatch, name, pid):
+def test_the_perfetto_export_by_ctas_in_workers_is_run_iket_trace(tmp_path, monkeypatch, name, pid, hold):
     """Each CTA chunk of the Perfetto export is exported and moved by at most --jobs workers
     that stay; joined, it is the trace of run-iket's file (conftest.perfetto_view), its .gz
-    the same bytes deflated; the outcome says it was joined; nothing is left beside the raw."""
+    the same bytes deflated; the outcome says it was joined; nothing is left beside the raw.
+    ``hold``: each worker keeps its parts in memory for their moves, or (as where memory is
+    short and the join does not wait for the part) spools each and any worker moves it."""
+    from iket_cli.decode.split import plan
+
     from conftest import perfetto_view
 
     started = _perfetto_by_ctas(monkeypatch)
+    monkeypatch.setattr(tasks.Task, "may_hold", lambda self, units, at_once: True)
+    if not hold:
+        monkeypatch.setattr(plan.Batch, "keeps", lambda self, unit: False)
     folder = kept(tmp_path, name)
     progress = Recorder()
     done = {
@@ -426,8 +434,8 @@ def test_a_move_a_worker_refuses_fails_the_perfetto_alone_and_leaves_nothing(tmp
     _perfetto_by_ctas(monkeypatch)
     planned = pftrace_join.Join.add
 
-    def short_table(self, spool, first=0):
-        job = planned(self, spool, first)
+    def short_table(self, spool, first=0, described=None, *, held=False):
+        job = planned(self, spool, first, described, held=held)
         if job:
             job["table"] = job["table"][:3]
         return job
@@ -460,3 +468,20 @@ def test_a_split_perfetto_export_runs_no_more_parts_at_once_than_fit_its_whole_m
     (outcome,) = pool.run(tasks.plan(folder, ["perfetto"]), jobs=8, progress=progress)
     assert outcome.error is None and outcome.joined["parts"] > 2
     assert len([argv for argv in started if "--serve" in argv]) == 2 and progress.most <= 2
+
+
+def test_parts_are_kept_for_their_moves_only_where_the_whole_exports_memory_allows(tmp_path, monkeypatch):
+    """keep256's Perfetto export (11.8 MB raw, 12 parts): two workers side by side may each
+    keep their parts until moved, within what the whole export would take; six (the most
+    its memory lets run at once, as on sixteen CPUs) may not (each part is then kept only
+    while the join waits for it)."""
+    from iket_cli.decode.tasks import HELD_FACTOR, WORKER_BYTES
+
+    monkeypatch.setattr(tasks.Task, "raw_bytes", property(lambda self: 11_810_304))
+    task = tasks.Task("0x238", tmp_path / "iket.data.json", tmp_path, "perfetto", ("perfetto",))
+    most = task.most_at_once(12)
+    assert most == 6
+    assert task.may_hold(12, 2) and not task.may_hold(12, most)
+    for at_once in range(1, most + 1):
+        used = at_once * (task.memory // 12 + WORKER_BYTES) + task.raw_bytes * HELD_FACTOR
+        assert task.may_hold(12, at_once) == (used <= task.memory + WORKER_BYTES)

@@ -77,3 +77,16 @@ def test_as_many_workers_start_ahead_as_the_decode_runs_at_once(tmp_path, monkey
     assert counts[-1] == 2
     assert prestart.for_tasks(tasks.plan(kept(tmp_path, "multi"), ["json"]), jobs=16) is None
     assert len(counts) == 2, "a capture decoded in forks starts no worker ahead"
+
+
+def test_a_move_of_a_kept_part_its_worker_no_longer_has_fails_by_name(tmp_path):
+    """A worker keeps a Perfetto part in memory for its move; a move sent to a worker without
+    it (the one that exported it ended, and a fresh one took its place) is refused, saying
+    so, never moved from a file that is not there; a spool request for it, the same."""
+    from iket_cli.decode import worker_main
+
+    job = {"kind": "move", "spool": str(tmp_path / ".pfpart0.0.iket.data.out"), "held": True}
+    answer = worker_main._pieces(job, {})
+    assert answer["errno"] is None and "ended before its move" in answer["error"], answer
+    assert worker_main._spooled(job["spool"], {})["error"] == "no such part kept"
+    assert list(tmp_path.iterdir()) == []

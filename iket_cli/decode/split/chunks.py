@@ -24,7 +24,7 @@ CHUNK_RAW_BYTES = 1 << 19
 #: part costs a move and a worker's turn (:func:`perfetto_chunk_bytes`; docs/benchmarks.md,
 #: "The Perfetto export split").
 PERFETTO_CHUNK_RAW_BYTES = 1 << 20
-PERFETTO_PARTS_PER_CPU = 4
+PERFETTO_PARTS_PER_CPU = 6
 #: Raw bytes a warp must be able to record for its launch to be split (see chunk_count).
 MIN_WARP_BYTES = 128
 WARP = 32

@@ -58,18 +58,28 @@ class Packets(NamedTuple):
     width: np.ndarray  #: the bytes of its varint
 
 
+def compact(found: Packets) -> Packets:
+    """:func:`find`'s answer as 32-bit numbers where they fit (to keep or save: a part's
+    three hundred thousand packets take 7 MB so, 15 as found)."""
+    if not all(int(column.max(initial=0)) < 1 << 31 for column in found):
+        return found
+    return Packets(*(column.astype(np.int32) for column in found))
+
+
+def widened(found: Packets) -> Packets:
+    """:func:`compact`'s answer as :func:`find` gave it (64-bit numbers, for the move's sums)."""
+    return Packets(*(column.astype(np.int64, copy=False) for column in found))
+
+
 def save(path, found: Packets) -> None:
-    """Keep :func:`find`'s answer in a file (as 32-bit numbers where they fit)."""
-    small = all(int(column.max(initial=0)) < 1 << 31 for column in found)
-    sidecar.save(
-        path, {name: column.astype(np.int32) if small else column for name, column in found._asdict().items()}
-    )
+    """Keep :func:`find`'s answer in a file (:func:`compact`)."""
+    sidecar.save(path, compact(found)._asdict())
 
 
 def load(path) -> Packets:
     """:func:`find`'s answer kept by :func:`save`."""
     kept, _ = sidecar.load(path)
-    return Packets(*(kept[name].astype(np.int64) for name in Packets._fields))
+    return widened(Packets(*(kept[name] for name in Packets._fields)))
 
 
 def find(a: np.ndarray, end: int) -> Packets:
@@ -172,15 +182,19 @@ def _looked_up(table: np.ndarray, uuid: int) -> int:
 
 
 def moved(
-    events: bytes | memoryview, table: np.ndarray, found: Packets | None = None
+    events: bytes | memoryview,
+    table: np.ndarray,
+    found: Packets | None = None,
+    a: np.ndarray | None = None,
 ) -> tuple[bytes, list[bytes]]:
     """``events`` (packets, from :func:`descriptors_end` on) with each event's track uuid
     ``u`` replaced by ``table[u]``, the lengths around it rewritten; the events whose new
     uuid is :data:`DROP` left out and returned apart (their packets' bodies). ``found``:
-    :func:`find`'s answer for these events, if it is known already."""
+    :func:`find`'s answer for these events, if it is known already; ``a``: ``events`` as
+    :func:`.varints.padded` gives them, if at hand (rewritten in place: the caller's copy)."""
     if not len(events):
         return b"", []
-    a = padded(events)
+    a = a if a is not None else padded(events)
     found = found if found is not None else find(a, len(events))
     out: list[bytes] = []
     dropped: list[bytes] = []

@@ -96,11 +96,15 @@ class Join:
         self._open = _Open(number, parts > 1, (self.next, self.rooted))
         self.launches.append([])
 
-    def add(self, spool: Path, first: int = 0) -> dict | None:
+    def add(
+        self, spool: Path, first: int = 0, described: dict | None = None, *, held: bool = False
+    ) -> dict | None:
         """Plan the launch's next part (its spool; a chunk's first CTA): its move job, or
-        None when its bytes are the whole trace's as they are. Raises ValueError when the
-        chunks do not join (the launch is then forgotten: :meth:`drop`)."""
-        info = json.loads(_sidecar(spool).read_text())
+        None when its bytes are the whole trace's as they are. ``described``: what its worker
+        said of it (else read from its sidecar); ``held``: the worker keeps it in memory (not
+        spooled). Raises ValueError when the chunks do not join (the launch is then
+        forgotten: :meth:`drop`)."""
+        info = described if described is not None else json.loads(_sidecar(spool).read_text())
         try:
             table, drop, rename, silent = self._chunk(info, first) if self._open.chunked else self._one(info)
             grid = next(uuid for uuid, parent, _ in info[TRACKS] if parent == ROOT)
@@ -111,11 +115,12 @@ class Join:
         rename[str(grid)] = [f"Grid{number + 1:0{self.width}d}", number]
         same = all(table[uuid] == uuid for uuid, _, _ in info[TRACKS])
         job = None
-        if self.gz or drop or silent or not same or _renames(info, rename):
+        if held or self.gz or drop or silent or not same or _renames(info, rename):
             job = {
                 "kind": "move",
                 "spool": str(spool),
-                "found": str(pftrace_beside(spool)[1]),
+                "held": held,
+                "found": "" if held else str(pftrace_beside(spool)[1]),
                 "events": info[EVENTS],
                 "table": table,
                 "drop": sorted(drop),

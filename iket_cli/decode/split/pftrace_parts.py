@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,27 +24,51 @@ from . import pftrace_events as events_mod
 from .pftrace_events import DROP, Packets, descriptors_end, moved, pieces
 from .pftrace_join import EVENTS, SHARED, TRACKS, shared_tracks
 from .pftrace_tracks import moved_descriptors, tracks
-from .varints import padded
+from .varints import PAD, padded
 
 
-def spool(decoder, path: Path, sidecar: Path, found: Path, *, chunk: bool) -> None:
-    """Export one part with ``decoder`` (closed once exported) to ``path``, described in
-    ``sidecar`` (JSON), its event packets as :func:`.pftrace_events.find` finds them kept
-    in ``found`` for its move; ``chunk``: also keep the events on the tracks above its CTAs."""
+class Part(NamedTuple):
+    """A part exported and described (:func:`exported`): the export with :data:`.varints.PAD`
+    zero bytes after it (the one copy its move rewrites in place), its event packets as
+    :func:`.pftrace_events.find` finds them, and what the join needs to plan it."""
+
+    padded: np.ndarray
+    found: Packets  #: :func:`.pftrace_events.compact`
+    described: dict
+
+    @property
+    def nbytes(self) -> int:
+        """The memory it takes."""
+        return self.padded.nbytes + sum(column.nbytes for column in self.found)
+
+
+def exported(decoder, *, chunk: bool) -> Part:
+    """Export one part with ``decoder`` (closed once exported); ``chunk``: also keep the
+    events on the tracks above its CTAs."""
     try:
         data = decoder.export_perfetto_trace()
     finally:
         decoder.close()
-    path.write_bytes(data)
     begin = descriptors_end(data)
     described = {EVENTS: begin, TRACKS: tracks(data[:begin])}
-    events = memoryview(data)[begin:]
-    packets = events_mod.find(padded(events), len(events))
-    events_mod.save(found, packets)
+    whole = padded(data)
+    del data
+    size = len(whole) - PAD
+    packets = events_mod.find(whole[begin:], size - begin)
     if chunk:
         above = shared_tracks(described[TRACKS])
+        events = memoryview(whole)[begin:size]
         described[SHARED] = [packet.hex() for packet in events_on(events, packets, above)]
-    sidecar.write_text(json.dumps(described))
+    return Part(whole, events_mod.compact(packets), described)
+
+
+def spool(part: Part, path: Path, sidecar: Path | None, found: Path) -> None:
+    """Keep ``part`` in files for a move in any process: the export in ``path``, what the
+    join needs in ``sidecar`` (JSON; None: the join was told), its event packets in ``found``."""
+    path.write_bytes(memoryview(part.padded)[:-PAD])
+    events_mod.save(found, part.found)
+    if sidecar is not None:
+        sidecar.write_text(json.dumps(part.described))
 
 
 def events_on(events: bytes | memoryview, found: Packets, uuids: set[int]) -> list[bytes]:
@@ -66,23 +91,31 @@ def events_on(events: bytes | memoryview, found: Packets, uuids: set[int]) -> li
     return out
 
 
-def move(job: dict) -> dict:
+def move(job: dict, part: Part | None = None) -> dict:
     """Write one part as the whole trace numbers it (a job planned by :mod:`.pftrace_join`):
     its descriptors (those in ``drop`` left out, ``rename``'d ones renamed and ranked), then
     its events (those on the tracks ``silent`` left out), uuids looked up in its table; to
-    ``job["out"]`` if given, deflated to ``job["deflated"]`` if given. Returns the sizes of
-    both sections (and, deflated, their sizes and checksums)."""
-    data = memoryview(Path(job["spool"]).read_bytes())  # slices of it are not copies
-    begin = job["events"]
+    ``job["out"]`` if given, deflated to ``job["deflated"]`` if given. ``part``: the part as
+    this worker keeps it (else read from its spool; a job for a ``held`` part this worker no
+    longer has raises ValueError). Returns the sizes of both sections (and, deflated, their
+    sizes and checksums)."""
+    if part is None and job.get("held"):
+        raise ValueError("the worker that exported the part ended before its move: the part is lost")
+    if part is None:
+        whole = padded(Path(job["spool"]).read_bytes())
+        found = events_mod.load(job["found"]) if job.get("found") else None
+    else:
+        whole, found = part.padded, events_mod.widened(part.found)
+    begin, size = job["events"], len(whole) - PAD
     table = np.asarray(job["table"], np.int64)
-    descriptors = _descriptors(data[:begin], table, set(job["drop"]), job["rename"])
+    descriptors = _descriptors(memoryview(whole)[:begin], table, set(job["drop"]), job["rename"])
     on_events = table.copy()
     on_events[job["silent"]] = DROP
-    found = events_mod.load(job["found"]) if job.get("found") else None
-    events, _ = moved(data[begin:], on_events, found)  # the kernel slices left out: planned from the sidecars
+    # the kernel slices left out: planned from what the parts said of their shared tracks
+    events, _ = moved(memoryview(whole)[begin:size], on_events, found, whole[begin:])
     sections = [descriptors, events]
     answer: dict = {"sizes": [len(s) for s in sections]}
-    del data
+    del whole, part
     if job.get("out"):
         with open(job["out"], "wb") as handle:
             handle.writelines(sections)

@@ -4,7 +4,8 @@ the decode's long-lived workers (:class:`Queue`, :mod:`..serving`).
 
 A stitch or a merge finishes a launch, and its launch's later work waits on it, so it goes
 before the next chunk: in the slots (:class:`Slots`, ``urgent``) and in the queue
-(:meth:`Batch.first`: any batch's jobs before any unit).
+(:meth:`Batch.first`: any batch's jobs before any unit). A Perfetto part's move goes to the
+worker that keeps the part in its memory (:attr:`Pieces.holder`); the others pass it over.
 """
 
 from __future__ import annotations
@@ -50,11 +51,18 @@ class Batch:
     batches of a lower ``rank`` go first."""
 
     def __init__(self, units: list[Task], most: int | None = None, rank: int = 0) -> None:
-        self.pending: deque = deque(units)
+        self.pending: deque[Task] = deque(units)
+        #: Jobs handed out, taken before any unit (:meth:`first`).
+        self.pieces: deque[Pieces] = deque()
         self.futures: dict[Task, Future] = {unit: Future() for unit in units}
         self.most = most or len(units) or 1
         self.rank = rank
         self.abandoned = False
+        #: The unit whose answer the join waits for to plan it next (:meth:`planning`).
+        self.planned_next: Task | None = None
+        #: Whether a worker may keep its part (a Perfetto export's) while it exports the next
+        #: (:meth:`keeps`); the part the join waits for is kept whatever this says.
+        self.hold = True
         #: Units and jobs handed out and not yet answered.
         self.running = self.jobs = 0
         self._changed = threading.Condition()
@@ -63,27 +71,49 @@ class Batch:
         """Tell ``changed`` (the queue's) of every change, not a condition of its own."""
         self._changed = changed
 
-    def ready(self) -> Task | Pieces | None:
-        """Take the next unit or job if one may start now (the caller holds the condition)."""
-        if self.abandoned or not self.pending:
+    def job(self, holder: object = None) -> Pieces | None:
+        """Take the next job ``holder`` may write: one for no worker in particular, or one
+        for the part ``holder`` keeps (the caller holds the condition)."""
+        if self.abandoned:
             return None
-        if not isinstance(self.pending[0], Pieces):
-            if self.running >= self.most:
-                return None
-            self.running += 1
-            return self.pending.popleft()
-        self.jobs += 1
+        for one in self.pieces:
+            if one.holder is None or one.holder is holder:
+                self.pieces.remove(one)
+                self.jobs += 1
+                return one
+        return None
+
+    def unit(self) -> Task | None:
+        """Take the next unit if one may start now (the caller holds the condition)."""
+        if self.abandoned or not self.pending or self.running >= self.most:
+            return None
+        self.running += 1
         return self.pending.popleft()
 
-    def first(self, jobs: list[dict]) -> list[Future]:
-        """Hand out a stitch's ``jobs`` before any unit; the futures of their answers."""
-        pieces = [Pieces(job) for job in jobs]
+    def planning(self, unit: Task | None) -> None:
+        """The join waits for ``unit`` to plan it next (None: for none): the worker that ends
+        it waits for its move (:meth:`Queue.next`) rather than start another unit first."""
+        with self._changed:
+            self.planned_next = unit
+            self._changed.notify_all()
+
+    def keeps(self, unit: Task) -> bool:
+        """Whether the worker that exported ``unit`` keeps its part for the move: it may hold
+        parts (:attr:`hold`), or the join waits for this one (it then waits for the move,
+        exporting nothing meanwhile). Else the part is spooled, and moved by any worker."""
+        with self._changed:
+            return self.hold or self.planned_next is unit
+
+    def first(self, jobs: list[dict], holder: object = None) -> list[Future]:
+        """Hand out a stitch's ``jobs`` before any unit (``holder``: only to that worker, which
+        keeps what they need); the futures of their answers."""
+        pieces = [Pieces(job, holder) for job in jobs]
         with self._changed:
             if self.abandoned:  # nobody takes them: answered at once, never waited on
                 for one in pieces:
                     one.future.set_result(None)
             else:
-                self.pending.extendleft(reversed(pieces))
+                self.pieces.extendleft(reversed(pieces))
                 self._changed.notify_all()
         return [one.future for one in pieces]
 
@@ -105,7 +135,8 @@ class Batch:
         """Hand out nothing more; the units not started end as cancelled."""
         with self._changed:
             self.abandoned = True
-            left, self.pending = list(self.pending), deque()
+            left, self.pending = [*self.pieces, *self.pending], deque()
+            self.pieces = deque()
             self._changed.notify_all()
         for unit in left:
             if isinstance(unit, Pieces):
@@ -140,15 +171,22 @@ class Queue:
             self._changed.notify_all()
             return sum(min(len(b.pending) + b.running, b.most) for b in self.batches)
 
-    def next(self) -> tuple[Batch, Task | Pieces] | None:
-        """The next unit or job and its batch, waiting for one; None once closed."""
+    def next(
+        self, holder: object = None, ended: tuple[Batch, Task] | None = None
+    ) -> tuple[Batch, Task | Pieces] | None:
+        """The next unit or job and its batch for the worker ``holder`` (the jobs meant for
+        another worker passed over: it takes them when its unit ends), waiting for one; None
+        once closed. ``ended``: the unit it just ended, whose move it waits for while the join
+        plans that unit (a move that waited for the worker's next export held up the last)."""
         with self._changed:
             while not self.closed:
-                jobs = (b for b in self.batches if b.pending and isinstance(b.pending[0], Pieces))
-                for batch in [*jobs, *self.batches]:
-                    taken = batch.ready()
-                    if taken is not None:
-                        return batch, taken
+                for batch in self.batches:
+                    if (job := batch.job(holder)) is not None:
+                        return batch, job
+                if ended is None or ended[0].abandoned or ended[0].planned_next is not ended[1]:
+                    for batch in self.batches:
+                        if (unit := batch.unit()) is not None:
+                            return batch, unit
                 self._changed.wait()
             return None
 
@@ -165,10 +203,12 @@ class Queue:
 
 class Pieces:
     """One job of a launch's stitch (:func:`.stitch_jobs.write`) or of a Perfetto join
-    (:func:`.pftrace_parts.move`) and the future of its answer."""
+    (:func:`.pftrace_parts.move`) and the future of its answer; ``holder``: the one worker
+    that can write it (it keeps the part the job moves), or None."""
 
-    def __init__(self, job: dict) -> None:
+    def __init__(self, job: dict, holder: object = None) -> None:
         self.job = job
+        self.holder = holder
         self.future: Future = Future()
 
 

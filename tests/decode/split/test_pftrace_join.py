@@ -32,27 +32,38 @@ RAW = {
 
 
 def _spooled(exporter, manifest: Path, *, chunk: bool) -> Path:
-    """One part exported and spooled as its worker does it (beside it: its sidecar and the
-    packets found in it)."""
+    """One part exported and spooled as a one-off worker does it (beside it: its sidecar and
+    the packets found in it)."""
     spool = manifest.with_suffix(".out")
-    pftrace_parts.spool(exporter(str(manifest)), spool, *pftrace_beside(spool), chunk=chunk)
+    part = pftrace_parts.exported(exporter(str(manifest)), chunk=chunk)
+    pftrace_parts.spool(part, spool, *pftrace_beside(spool))
     return spool
 
 
-def joined(raw: Path, chunk_bytes: int, *, gz: bool = True) -> tuple[bytes, dict] | None:
+def joined(raw: Path, chunk_bytes: int, *, gz: bool = True, held: bool = True) -> tuple[bytes, dict] | None:
     """The export of ``raw`` by its parts (launches, or CTA chunks of ``chunk_bytes`` raw
-    bytes), each part exported and moved here as the workers do; None if it does not split."""
+    bytes), each part exported and moved here as the workers do; None if it does not split.
+    ``held``: each part kept in memory for its move, as a long-lived worker does (else
+    spooled to files and read back, as a one-off worker's)."""
     launches = join.part_manifests(raw, chunk_bytes, "perfetto")
     if launches is None:
         return None
     plan = pftrace_join.Join(len(launches), pftrace=True, gz=gz)
     exporter = decoder.decoder_class()
     for number, launch in enumerate(launches):
-        spools = []
-        for manifest in launch.chunks or (launch.path,):
-            spools.append(_spooled(exporter, manifest, chunk=bool(launch.chunks)))
-        for job in plan.launch(number, spools, launch.firsts if launch.chunks else [0]):
-            plan.answered(job, pftrace_parts.move(job))
+        manifests = launch.chunks or (launch.path,)
+        plan.start(number, len(manifests))
+        for manifest, first in zip(manifests, launch.firsts if launch.chunks else [0], strict=True):
+            if held:
+                spool = manifest.with_suffix(".out")
+                part = pftrace_parts.exported(exporter(str(manifest)), chunk=bool(launch.chunks))
+                job = plan.add(spool, first, part.described)
+                assert job is not None and not spool.exists(), "a part kept is moved, never spooled"
+            else:
+                part, job = None, plan.add(_spooled(exporter, manifest, chunk=bool(launch.chunks)), first)
+            if job is not None:
+                plan.answered(job, pftrace_parts.move(job, part))
+        plan.end()
     out, packed = raw.parent / "joined.pftrace", raw.parent / "joined.pftrace.gz"
     plan.write(out, packed if gz else None)
     data = out.read_bytes()
@@ -72,10 +83,11 @@ def _copy(tmp_path: Path, name: str) -> Path:
     return tmp_path / name / "iket" / f"pid_{RAW[name]}" / "iket.data.json"
 
 
+@pytest.mark.parametrize("held", [True, False], ids=["kept", "spooled"])
 @pytest.mark.parametrize("name", ["multi", "warp_multi"])
-def test_launches_join_byte_for_byte_into_run_iket_file(tmp_path, name):
+def test_launches_join_byte_for_byte_into_run_iket_file(tmp_path, name, held):
     raw = _copy(tmp_path, name)
-    data, _ = joined(raw, 1 << 62)
+    data, _ = joined(raw, 1 << 62, held=held)
     assert data == _theirs(name, raw)
 
 
@@ -115,7 +127,7 @@ def test_keep256_by_launches_bytes_and_by_chunks_the_same_trace(tmp_path):
         archive.extractall(tmp_path, filter="data")
     raw = next(tmp_path.rglob("iket.data.json"))
     whole = decoder.decoder_class()(str(raw)).export_perfetto_trace()
-    assert joined(raw, 1 << 62, gz=False)[0] == whole
+    assert joined(raw, 1 << 62, gz=False, held=False)[0] == whole
     data, said = joined(raw, chunks.PERFETTO_CHUNK_RAW_BYTES)
     assert said["parts"] >= 6
     assert perfetto_view(data) == perfetto_view(whole)

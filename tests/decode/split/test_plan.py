@@ -116,3 +116,48 @@ def test_a_batch_of_a_lower_rank_goes_first_whenever_it_was_added(tmp_path):
     queue.add(Batch(sooner))
     assert [_next(queue) for _ in range(4)] == [*sooner, *later]
     queue.close()
+
+
+def test_a_job_for_a_kept_part_goes_to_its_worker_alone_and_others_pass_it_over(tmp_path):
+    """A Perfetto part's move goes to the worker that keeps the part: another worker takes
+    the next unit past it (the job does not block the queue's head); the holder takes it
+    before any unit."""
+    units = [Task("0x1", tmp_path / f"u{n}", tmp_path, "perfetto", ("perfetto",)) for n in range(3)]
+    batch, queue = Batch(units), Queue()
+    queue.add(batch)
+    mine, other = object(), object()
+    assert queue.next(mine)[1] is units[0]
+    (future,) = batch.first([{"kind": "move"}], mine)
+    assert queue.next(other)[1] is units[1], "the other worker passes the job over"
+    taken = queue.next(mine)[1]
+    assert isinstance(taken, Pieces) and taken.future is future and taken.holder is mine
+    (plain,) = batch.first([{"out": "x"}])
+    assert queue.next(other)[1].future is plain, "a job for no worker in particular: anyone's"
+    queue.close()
+
+
+def test_the_worker_of_the_part_the_join_waits_for_waits_for_its_move(tmp_path):
+    """While the join plans the unit a worker just ended, that worker takes no other unit:
+    its move comes next (a move that waited for the worker's next export held up the end).
+    A unit the join does not wait for: the worker goes on."""
+    units = [Task("0x1", tmp_path / f"u{n}", tmp_path, "perfetto", ("perfetto",)) for n in range(3)]
+    batch, queue = Batch(units), Queue()
+    queue.add(batch)
+    worker = object()
+    first = queue.next(worker)[1]
+    batch.planning(first)
+    assert batch.keeps(units[1]), "a batch that may hold parts keeps every one"
+    batch.hold = False
+    assert batch.keeps(first) and not batch.keeps(units[1]), "kept: the one the join waits for"
+    batch.done(first, None)
+    got: list = []
+    waiting = threading.Thread(target=lambda: got.append(queue.next(worker, (batch, first))))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive(), "no unit while the join plans the one it ended"
+    (future,) = batch.first([{"kind": "move"}], worker)
+    waiting.join(5)
+    assert got[0][1].future is future, "its move, before any unit"
+    batch.planning(units[1])
+    assert queue.next(worker, (batch, first))[1] is units[1], "the join went on: so does the worker"
+    queue.close()
