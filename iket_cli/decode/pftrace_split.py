@@ -6,7 +6,10 @@ side by side with the other tasks, within ``--jobs`` and within the memory the e
 whole would take (:meth:`.tasks.Task.most_at_once`). As soon as a launch's parts are done
 it is planned (:class:`.split.pftrace_join.Join`: the uuids its tracks take in the whole
 trace) and its move jobs go to the same workers before any further export: they rewrite and
-deflate the parts side by side (:func:`.split.pftrace_parts.move`). Once every launch is
+deflate the parts side by side (:func:`.split.pftrace_parts.move`), each part moved by the
+worker that keeps it in memory (where the whole export's memory allows all to keep theirs,
+:meth:`.tasks.Task.may_hold`; else the part the join waits for, the others spooled and
+moved by any worker). Once every launch is
 moved, the ``.pftrace`` and ``.pftrace.gz`` are written from the moved sections by kernel
 copies. A launch whose chunks do not join is exported whole. A part whose worker dies fails
 this export alone, named by its launch (and chunk); nothing it wrote is left.

@@ -38,7 +38,8 @@ MEMORY_FACTOR = {"json": 60, "perfetto": 65}
 #: library, a move's arrays (docs/benchmarks.md, "The Perfetto export split").
 WORKER_BYTES = 64 << 20
 #: A part of a Perfetto export kept in its worker's memory for its move, as a multiple of
-#: its raw bytes: the export (6x) and its event packets found (keep256's eight parts: 11.3x).
+#: its raw bytes: the export (6x) and its event packets found (docs/benchmarks.md, "Figures
+#: behind the constants").
 HELD_FACTOR = 12
 
 

@@ -1,13 +1,15 @@
 """A part of a split Perfetto export, in its worker: exported and described, then moved.
 
 A worker exports one launch, or one CTA chunk of a launch (:mod:`.chunks`), with NVIDIA's
-decoder, spools it and writes beside it what the join needs to plan it (:func:`spool`): where
-its events begin, its tracks (uuid, parent, name) in the order the decoder wrote them, and,
-for a chunk, the events on the tracks it shares with the other chunks (its grid, GPCs and
-TPCs). Once the parts before it are planned (:mod:`.pftrace_join`), a job (:func:`move`)
-rewrites its descriptors and moves its events to their uuids in the whole trace
-(:mod:`.pftrace_events`), and deflates both for the ``.pftrace.gz``: so the bytes are moved
-and compressed by the workers side by side, not by the process that joins them.
+decoder and describes it for the join (:func:`exported`): where its events begin, its tracks
+(uuid, parent, name) in the order the decoder wrote them, and, for a chunk, the events on the
+tracks it shares with the other chunks (its grid, GPCs and TPCs). A long-lived worker keeps the
+part in memory for its move (:class:`Part`); a one-off worker, or one told to let it go, spools
+it to files with its description beside it (:func:`spool`). Once the parts before it are
+planned (:mod:`.pftrace_join`), a job (:func:`move`) rewrites its descriptors and moves its
+events to their uuids in the whole trace (:mod:`.pftrace_events`), and deflates both for the
+``.pftrace.gz``: so the bytes are moved and compressed by the workers side by side, not by the
+process that joins them.
 """
 
 from __future__ import annotations
