@@ -34,9 +34,14 @@ def innermost(launch: Launch):
     warps = max(int(r_loc.max()), int(m_loc.max())) + 2  # loc -1 (no warp) becomes 0
     if span * warps >= 2**62 or min(int(r_loc.min()), int(m_loc.min())) < -1:
         return _swept(launch)  # keys would overflow int64
-    order = np.lexsort((r_end, (r_loc + 1) * span + (r_start - origin)))
-    start_key = (r_loc[order] + 1) * span + (r_start[order] - origin)
-    end_key = (r_loc[order] + 1) * span + (r_end[order] - origin)
+    start_key = (r_loc + 1) * span + (r_start - origin)
+    end_key = (r_loc + 1) * span + (r_end - origin)
+    step = np.diff(start_key)
+    if (step < 0).any() or (np.diff(r_end)[step == 0] < 0).any():  # the decoder's order is usually it
+        order = np.lexsort((r_end, start_key))
+        start_key, end_key = start_key[order], end_key[order]
+    else:
+        order = np.arange(len(start_key))
     mark_key = (m_loc + 1) * span + (m_ts - origin)
     position = np.searchsorted(start_key, mark_key, side="right") - 1
     # most marks fall in their last candidate; only the others descend
