@@ -73,3 +73,14 @@ def test_foreign_injection_refused():
     toolchain.refuse_foreign_injection({})
     with pytest.raises(ToolchainError, match="Nsight or another CUPTI tool"):
         toolchain.refuse_foreign_injection({"CUDA_INJECTION64_PATH": "/x.so"})
+
+
+def test_the_own_distribution_is_what_importlib_metadata_says():
+    """The libs-base beside the CLI, found by its .dist-info folder, is the version and the
+    dsl_packages folder importlib.metadata gives."""
+    from importlib import metadata
+
+    dist = metadata.distribution(toolchain.DISTRIBUTION)
+    expected = (dist.version, str(dist.locate_file("nvidia_cutlass_dsl/dsl_packages")))
+    assert toolchain.own_distribution() == expected
+    assert Path(expected[1]).is_dir()
