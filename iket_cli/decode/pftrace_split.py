@@ -43,8 +43,8 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
     every = [unit for group in units for unit in group]
     # within a whole export's memory; after the JSON export's units, whose launches end in a
     # stitch and a merge, a longer tail than a part's move, which the Perfetto parts then cover
-    batch = Batch(every, task.most_at_once(len(every)), rank=1)
-    batch.hold = task.may_hold(len(every), min(run.jobs, batch.most))
+    most = task.most_at_once(len(every))
+    batch = Batch(every, most, rank=1, hold=task.may_hold(len(every), min(run.jobs, most)))
     run.hand_out(task, batch)
     join = pftrace_join.Join(len(launches), pftrace=pftrace is not None, gz=gz is not None)
     moves: list = []  # (job, the future of its answer), in the order planned

@@ -18,6 +18,7 @@ decoded by CTAs").
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import json
 import os
@@ -157,12 +158,9 @@ class Server:
         start = time.monotonic()
         told = self._ask(task.to_dict())
         seconds = time.monotonic() - start
-        if self.workers.cancelled:
-            return Outcome(task, seconds, cancelled=True)
-        if told is None:  # the worker died: the decoder aborted on this task
-            return _failed(task, seconds, self.returncode, self.stderr)
-        if told.get("error"):
-            return Outcome(task, seconds, error=f"{task.raw}: {told['error']}", errno=told.get("errno"))
+        failed = self._failed(task, seconds, told)
+        if failed is not None:
+            return failed
         kept = told.get("described")  # a Perfetto part it keeps for its move
         return Outcome(task, seconds, written=task.outputs(), described=kept, holder=self if kept else None)
 
@@ -176,14 +174,18 @@ class Server:
         """Have the worker spool the part it keeps for ``outcome`` to its files and let it go
         (its move then any worker's); the outcome of the part so spooled."""
         told = self._ask({"spool": str(outcome.task.out_dir / outcome.task.outputs()[0])})
+        failed = self._failed(outcome.task, outcome.seconds, told)
+        return failed if failed is not None else dataclasses.replace(outcome, holder=None)
+
+    def _failed(self, task: Task, seconds: float, told: dict | None) -> Outcome | None:
+        """How ``task`` ended if the worker's answer ``told`` says it did not end well."""
         if self.workers.cancelled:
-            return Outcome(outcome.task, outcome.seconds, cancelled=True)
-        if told is None:
-            return _failed(outcome.task, outcome.seconds, self.returncode, self.stderr)
+            return Outcome(task, seconds, cancelled=True)
+        if told is None:  # the worker died: the decoder aborted on this task
+            return _failed(task, seconds, self.returncode, self.stderr)
         if told.get("error"):
-            error = f"{outcome.task.raw}: {told['error']}"
-            return Outcome(outcome.task, outcome.seconds, error=error, errno=told.get("errno"))
-        return Outcome(outcome.task, outcome.seconds, written=outcome.written, described=outcome.described)
+            return Outcome(task, seconds, error=f"{task.raw}: {told['error']}", errno=told.get("errno"))
+        return None
 
     def _ask(self, request: dict) -> dict | None:
         """Send one request (starting the worker on first use); its answer, or None."""

@@ -38,11 +38,6 @@ class Part(NamedTuple):
     found: Packets  #: :func:`.pftrace_events.compact`
     described: dict
 
-    @property
-    def nbytes(self) -> int:
-        """The memory it takes."""
-        return self.padded.nbytes + sum(column.nbytes for column in self.found)
-
 
 def exported(decoder, *, chunk: bool) -> Part:
     """Export one part with ``decoder`` (closed once exported); ``chunk``: also keep the

@@ -50,7 +50,9 @@ class Batch:
     (:class:`Pieces`) go first. No more than ``most`` of its units run at once; the units of
     batches of a lower ``rank`` go first."""
 
-    def __init__(self, units: list[Task], most: int | None = None, rank: int = 0) -> None:
+    def __init__(
+        self, units: list[Task], most: int | None = None, rank: int = 0, *, hold: bool = True
+    ) -> None:
         self.pending: deque[Task] = deque(units)
         #: Jobs handed out, taken before any unit (:meth:`first`).
         self.pieces: deque[Pieces] = deque()
@@ -62,7 +64,7 @@ class Batch:
         self.planned_next: Task | None = None
         #: Whether a worker may keep its part (a Perfetto export's) while it exports the next
         #: (:meth:`keeps`); the part the join waits for is kept whatever this says.
-        self.hold = True
+        self.hold = hold
         #: Units and jobs handed out and not yet answered.
         self.running = self.jobs = 0
         self._changed = threading.Condition()
