@@ -13,6 +13,7 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -48,7 +49,7 @@ def _timed(owner, name: str, kind: str, label) -> None:
 
 def _instrument() -> None:
     from iket_cli.decode import json_split, pftrace_split, workers
-    from iket_cli.decode.split import columns, join, pftrace_join, stitch
+    from iket_cli.decode.split import columns, join, pftrace_join, plan, stitch
     from iket_cli.pipeline import finish
 
     def unit(args) -> str:
@@ -71,6 +72,30 @@ def _instrument() -> None:
     _timed(json_split, "_join_columns", "columns join", lambda args: f"{len(args[0])} chunks")
     _timed(columns, "assemble", "columns assemble", lambda args: "")
     _timed(join.Merger, "finish", "merge finish", lambda args: "")
+    _waits(plan.Slots)
+
+
+def _waits(slots) -> None:
+    """A row for each wait of over 5 ms for a ``--jobs`` slot (``slot wait``; urgent or not)."""
+    original = slots.__call__
+
+    @contextlib.contextmanager
+    def timed(self, *, urgent: bool = False):
+        start = time.monotonic()
+        with original(self, urgent=urgent):
+            if time.monotonic() - start > 0.005:
+                ROWS.append(
+                    (
+                        start - T0,
+                        time.monotonic() - T0,
+                        threading.current_thread().name,
+                        "slot wait",
+                        "urgent" if urgent else "",
+                    )
+                )
+            yield
+
+    slots.__call__ = timed
 
 
 def main() -> int:

@@ -19,23 +19,36 @@ from ..tasks import Outcome, Task
 
 
 class Slots:
-    """The ``--jobs`` slots. The work that finishes a launch (a stitch, a merge) goes before
-    the next chunk: with a plain semaphore the workers, taking chunk after chunk, won it
-    every time and the first launch's stitch waited for the last chunk."""
+    """The ``--jobs`` slots, given in the order asked for. The work that finishes a launch (a
+    stitch, a merge) goes before the next chunk: with a plain semaphore the workers, taking
+    chunk after chunk, won it every time and the first launch's stitch waited for the last
+    chunk. Chunks go first come, first served: a worker that had taken the next part and
+    waited for a slot lost it, again and again, to the workers that freed one and asked at
+    once, and the Perfetto join, which plans parts in order, waited for that part (0.45 s
+    on the H100 host; docs/benchmarks.md, "Slots in the order asked for")."""
 
     def __init__(self, count: int) -> None:
         self.free = count
-        self.urgent = 0
+        #: Who waits, urgent and not, each line in the order asked.
+        self._lines: dict[bool, deque[object]] = {True: deque(), False: deque()}
         self._changed = threading.Condition()
+
+    def _mine(self, ticket: object, urgent: bool) -> bool:
+        """Whether ``ticket`` takes the next free slot (the caller holds the condition)."""
+        return bool(self.free) and self._lines[urgent][0] is ticket and (urgent or not self._lines[True])
 
     @contextlib.contextmanager
     def __call__(self, *, urgent: bool = False):
+        ticket, line = object(), self._lines[urgent]
         with self._changed:
-            self.urgent += urgent
-            while not self.free or (self.urgent and not urgent):
-                self._changed.wait()
-            self.urgent -= urgent
-            self.free -= 1
+            line.append(ticket)
+            try:
+                while not self._mine(ticket, urgent):
+                    self._changed.wait()
+                self.free -= 1
+            finally:  # taken, or given up (an interrupt): out of the line either way
+                line.remove(ticket)
+                self._changed.notify_all()  # the next in line may take a slot still free
         try:
             yield
         finally:
