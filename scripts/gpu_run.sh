@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of iket, on the GPU machine (device tool, carry .gpu):
-#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|pftrace|post|scaling|bench|all|x2]
+#   source .gpu/gpu-env.sh; bash scripts/gpu_run.sh [checks|hardening|injection|extract|pipeline|faults|warp|reuse|repeat|repeatbench|sql|big|pftrace|post|edges|scaling|bench|all|x2]
 #   source .cute/cute-env.sh b; bash scripts/gpu_run.sh cute     (CuTe DSL: the two-call recipe, docs/cute.md;
 #                                                                  CUTE_K=expr runs only those checks)
 # Each part fits in one 10-minute call; what comes back lands in $OUT (one tarball of kept files).
@@ -147,14 +147,30 @@ if [[ $part == pftrace ]]; then  # issue 35: the Perfetto export split and joine
   exit 0
 fi
 if [[ $part == post ]]; then  # issue 35: where --postprocess all's time goes, on the kept ITERS=512 capture; the profile
+  # (POST_OLD=DIR: an older tree's decode of it too, interleaved, POST_RUNS times)
   for fmt in all perfetto; do
     echo "== timeline --format $fmt (docs/gpu/pftrace/big512_raw.tar.xz)"
     python3 bench/decode_timeline.py docs/gpu/pftrace/big512_raw.tar.xz --format "$fmt" --rows > "$keep/timeline_$fmt.txt" 2>&1
     tail -14 "$keep/timeline_$fmt.txt"
   done
+  if [[ -n ${POST_OLD:-} ]]; then  # an older tree (git archive REV iket_cli bench, carried): its decode interleaved with this one's
+    for run in $(seq "${POST_RUNS:-3}"); do
+      for tree in "$POST_OLD" .; do
+        (cd "$tree" && python3 bench/decode_timeline.py "$OLDPWD/docs/gpu/pftrace/big512_raw.tar.xz" --format all --rows) \
+          > "$keep/timeline_all_$(basename "$(realpath "$tree")")_$run.txt" 2>&1
+        echo "$tree run $run: $(grep '^postprocess all' "$keep/timeline_all_$(basename "$(realpath "$tree")")_$run.txt")"
+      done
+    done
+  fi
   python3 bench/bench_scaling.py --iters "${BIG_ITERS:-512}" --launches 3 --postprocess all --logs "$keep" \
     --json "$keep/bench_scaling.json" 2>&1 | tail -3
   tar czf "$out/gpu-post.tgz" -C "$keep" .
+  exit 0
+fi
+if [[ $part == edges ]]; then  # issue 35: iket profile's seconds beside the passes and the decode, and a cProfile of it
+  python3 bench/profile_edges.py --iters "${BIG_ITERS:-512}" --runs "${EDGES_RUNS:-2}" --cprofile "$keep/profile_edges.txt" 2>&1 | tail -6
+  grep -E "cumtime|iket_cli|threading|subprocess|shutil|os\.|posix|exit" "$keep/profile_edges.txt" | head -50 | cut -c1-160
+  tar czf "$out/gpu-edges.tgz" -C "$keep" .
   exit 0
 fi
 if [[ $part == scaling ]]; then  # issue 35: profile --postprocess all at three sizes, for docs/scaling.png

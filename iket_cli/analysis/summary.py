@@ -20,14 +20,13 @@ from ..model.folder import Beside, beside, find_traces, manifest_of
 from ..model.names import Namer, demangle, matches
 from ..model.trace import Launch, Trace
 from ..model.vocab import GROUPINGS, RANGE_TYPES, ROLES_NAME
-from . import enclosing
+from . import launch_parts
 from . import launches as launches_mod
 from . import lint as lint_mod
 from . import spread as spread_mod
 from .groups import groups, text
 from .spread import Spread
 from .stats import Stats, stats
-from .stats import ints as _ints
 
 
 @dataclass
@@ -72,23 +71,24 @@ def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
     import numpy as np
 
     durations: dict[int, list] = defaultdict(list)
-    kinds: dict[int, list] = defaultdict(list)
+    kinds: dict[int, set[int]] = defaultdict(set)
     offsets: dict[int, list] = defaultdict(list)
     counts: Counter[int] = Counter()
     warp_times = []
-    for launch in launches:
-        r, w = launch.ranges, launch.warps
-        _group(_ints(r.name), _ints(r.end) - _ints(r.start), durations)
-        _group(_ints(r.name), _ints(r.kind), kinds)
-        warp_times.append(_ints(w.end) - _ints(w.start))
-        _count(_ints(launch.markers.name), counts)
-        _mark_offsets(launch, offsets)
+    for part in launch_parts.each(launches):  # pooled in launch order: first-seen name order kept
+        for into, each in ((durations, part.durations), (offsets, part.offsets)):
+            for idx, values in each.items():
+                into[idx].extend(values)
+        for idx, seen in part.kinds.items():
+            kinds[idx] |= seen
+        counts.update(part.counts)
+        warp_times.append(part.warp_times)
     warp_total = int(sum(int(times.sum()) for times in warp_times))
     ranges = []
     for idx, parts in durations.items():
         values = np.concatenate(parts)
         share = int(values.sum()) / warp_total if warp_total else None
-        types = "+".join(RANGE_TYPES.get(int(k), str(int(k))) for k in np.unique(np.concatenate(kinds[idx])))
+        types = "+".join(RANGE_TYPES.get(k, str(k)) for k in sorted(kinds[idx]))
         ranges.append(RangeRow(trace.name(idx), stats(values), share, range_type=types))
     markers = [
         MarkerRow(trace.name(idx), counts[idx], stats(np.concatenate(offsets[idx]) if idx in offsets else []))
@@ -104,41 +104,6 @@ def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
         sorted(ranges, key=lambda row: -row.durations.total),
         markers,
     )
-
-
-def _count(names, into: Counter) -> None:
-    """Add each name's count to ``into``, new names in first-seen order (as ``Counter.update``
-    would, without a Python step per mark: a big launch has a million)."""
-    import numpy as np
-
-    if not len(names):
-        return
-    found, first, count = np.unique(names, return_index=True, return_counts=True)
-    for at in np.argsort(first, kind="stable").tolist():
-        into[int(found[at])] += int(count[at])
-
-
-def _group(keys, values, into: dict[int, list]) -> None:
-    """Append ``values`` to ``into[key]`` per distinct key, first-seen key order kept."""
-    import numpy as np
-
-    if not len(keys):
-        return
-    order = np.argsort(keys, kind="stable")  # one sort, not one pass per key: names can be many
-    ordered = keys[order]
-    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    groups = np.split(order, cuts)
-    for group in sorted(groups, key=lambda rows: rows[0]):  # first-seen order
-        into[int(keys[group[0]])].append(values[group])
-
-
-def _mark_offsets(launch: Launch, offsets: dict[int, list]) -> None:
-    """Each mark's offset from the start of the innermost range of its warp that holds it
-    (:func:`~iket_cli.analysis.enclosing.innermost`), appended to ``offsets[name]``."""
-    marks, held = enclosing.innermost(launch)
-    if len(marks):
-        m_ts, m_name = _ints(launch.markers.start), _ints(launch.markers.name)
-        _group(m_name[marks], m_ts[marks] - _ints(launch.ranges.start)[held], offsets)
 
 
 def to_dict(summary: list[KernelSummary]) -> list[dict]:

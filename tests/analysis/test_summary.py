@@ -7,11 +7,12 @@ import math
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iket_cli.analysis import enclosing, summary
+from iket_cli.analysis import enclosing, launch_parts, summary
 from iket_cli.model import trace
 
 from conftest import FIXTURES, run_iket, write_trace
@@ -156,10 +157,62 @@ def flattened(offsets) -> dict[int, list[int]]:
 @given(overlapping())
 def test_mark_offsets_vectorised_equals_the_sweep_and_brute_force(launch):
     vectorised = defaultdict(list)
-    summary._mark_offsets(launch, vectorised)
+    launch_parts._mark_offsets(launch, vectorised)
     swept = held_offsets(launch, enclosing._swept(launch))
     direct = held_offsets(launch, enclosing.innermost(launch))
     assert flattened(vectorised) == swept == direct == brute_offsets(launch)
+
+
+@st.composite
+def decoder_ordered(draw):
+    """An :func:`overlapping` launch with its ranges as the decoder writes them: warp by warp,
+    the warps in any order of their location numbers (a later launch's CTAs on other SMs),
+    each warp's by start, an outer range before those it holds."""
+    launch = draw(overlapping())
+    r = launch.ranges
+    warps = draw(st.permutations(sorted(set(r.loc))))
+    rows = sorted(range(len(r.loc)), key=lambda i: (warps.index(r.loc[i]), r.start[i], -r.end[i]))
+    ordered = trace.Launch("k", (1, 1, 1), (32, 1, 1), 1)
+    for row in rows:
+        for column in ("name", "loc", "start", "end"):
+            getattr(ordered.ranges, column).append(getattr(r, column)[row])
+    ordered.markers = launch.markers
+    return ordered
+
+
+def innermost_by_hand(launch) -> dict[int, int]:
+    """Each mark's holder against every range of its warp: the latest start holding it, then
+    the later in the trace (of a range and one it holds, or of two siblings, that start on
+    one timer tick, the decoder writes the outer or the earlier first)."""
+    r, m = launch.ranges, launch.markers
+    expected = {}
+    for mark, (loc, ts) in enumerate(zip(m.loc, m.start, strict=True)):
+        rows = zip(range(len(r.loc)), r.loc, r.start, r.end, strict=True)
+        holding = [(start, row) for row, at, start, end in rows if at == loc and start <= ts <= end]
+        if holding:
+            expected[mark] = max(holding)[1]
+    return expected
+
+
+def holders(pairs) -> dict[int, int]:
+    return {int(mark): int(held) for mark, held in zip(*pairs, strict=True)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(overlapping())
+def test_of_ranges_starting_at_once_the_later_in_the_trace_holds_the_mark(launch):
+    expected = innermost_by_hand(launch)
+    assert holders(enclosing.innermost(launch)) == expected
+    assert holders(enclosing._swept(launch)) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(decoder_ordered())
+def test_ranges_in_the_decoders_order_are_not_sorted_again(launch):
+    """Warp by warp in any order of location numbers: no sort (it was 30 ms a launch)."""
+    with mock.patch("numpy.argsort", side_effect=AssertionError("sorted again")):
+        found = holders(enclosing.innermost(launch))
+    assert found == innermost_by_hand(launch)
 
 
 def held_offsets(launch, pairs) -> dict[int, list[int]]:
