@@ -79,7 +79,7 @@ def _outer(np, start_key, end_key, position, mark_key):
     it that has not (-1: none). Only a range that ends after the next one starts can be that
     range (it ends at or after the mark, which is after the candidate's end, which is at or
     after the start of every range from the next one on), so the search runs over those
-    alone: one in a hundred ranges here, where a table over all of them was 40 ms a launch."""
+    alone (one in a hundred of big_kernel.py's, where a table over all was 40 ms a launch)."""
     able = np.flatnonzero(end_key[:-1] > start_key[1:])
     if not len(able):
         return np.full(len(position), -1, np.int64)

@@ -76,8 +76,8 @@ def _kernel(trace: Trace, name: str, launches: list[Launch]) -> KernelSummary:
     counts: Counter[int] = Counter()
     warp_times = []
     for part in launch_parts.each(launches):  # pooled in launch order: first-seen name order kept
-        for into, each in ((durations, part.durations), (offsets, part.offsets)):
-            for idx, values in each.items():
+        for into, found in ((durations, part.durations), (offsets, part.offsets)):
+            for idx, values in found.items():
                 into[idx].extend(values)
         for idx, seen in part.kinds.items():
             kinds[idx] |= seen
