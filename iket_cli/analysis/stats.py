@@ -76,15 +76,20 @@ def distinct(values, counts: bool = False):
 COUNTED_MAX = 1 << 24
 
 
-def any_distinct(values):
+def any_distinct(values, counts: bool = False):
     """The sorted distinct values of an int array: counted (:func:`distinct`) when they are
-    small and non-negative (an index column), else by ``np.unique`` (a -1 among them)."""
+    small and non-negative (an index column) and not far sparser than the array, else by
+    ``np.unique`` (a -1 among them). With ``counts``: (values, how many times each occurs)."""
     import numpy as np
 
     values = np.asarray(values, dtype=np.int64)
-    if len(values) and int(values.min()) >= 0 and int(values.max()) < COUNTED_MAX:
-        return distinct(values)
-    return np.unique(values)
+    if (
+        len(values)
+        and int(values.min()) >= 0
+        and int(values.max()) < min(COUNTED_MAX, 4 * len(values) + 4096)
+    ):
+        return distinct(values, counts)
+    return np.unique(values, return_counts=counts)
 
 
 def ints(column):

@@ -200,16 +200,9 @@ def _column(values: array, indices: list[int], typecode: str) -> str:
 
 
 def _counts(loc) -> dict[int, int]:
-    """Records per location (numpy's bincount, as a dict of the locations present; a sort
-    where locations are negative or sparse): a sort of 4.9M records took 0.2 s of a report."""
-    import numpy as np
-
-    loc = np.asarray(loc, np.int64)
-    if len(loc) and int(loc.min()) >= 0 and int(loc.max()) < 4 * len(loc) + 4096:
-        counts = np.bincount(loc)
-        found = np.flatnonzero(counts)
-        return dict(zip(found.tolist(), counts[found].tolist(), strict=True))
-    found, counts = np.unique(loc, return_counts=True)
+    """Records per location, as a dict of the locations present (counted, not sorted: a sort
+    of 4.9M records took 0.2 s of a report)."""
+    found, counts = any_distinct(loc, counts=True)
     return dict(zip(found.tolist(), counts.tolist(), strict=True))
 
 
