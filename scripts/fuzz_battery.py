@@ -1,7 +1,10 @@
 """A battery of mutated captures through the real CLI, each case in a child process under
 ``RLIMIT_AS`` (issue 31): manifests, traces, Perfetto traces and raw captures, damaged one
 value or a few bytes at a time, fed to show, report, lint, diff, merge, export, sql and
-postprocess.
+postprocess; and (issue 50) the saved calls of ``--extract`` (``calls.json``, the pickles and
+raw arrays, planted links and FIFOs) fed to ``profile --replay``, a manifest's ``extract``
+record, CuTe DSL's DAG and warp-role files fed to ``show --pipeline``/``--by role`` and the
+other readers, and ``doctor --gpu``'s cache.
 
 A case passes when its command ends with exit 0, 1 or 2, prints no traceback, says one
 ``iket: error:`` line when it fails, ends within ``LIMIT_S`` and stays under ``PEAK_BYTES``
@@ -71,7 +74,53 @@ COMMANDS = {
         ["postprocess", "{cap}", "--format", "json"],
         ["postprocess", "{cap}", "--format", "all"],
     ],
+    "saved": [
+        ["profile", "--run-iket", "{double}", "--replay", "{cap}", "-o", "{out}", "--trust-replay"],
+        ["profile", "--run-iket", "{double}", "--replay", "{cap}", "-o", "{out}"],
+        ["show", "{cap}"],
+        ["report", "{cap}", "-o", "{out}.html"],
+    ],
+    "record": [
+        ["show", "{cap}"],
+        ["report", "{cap}", "-o", "{out}.html"],
+        ["lint", "{cap}"],
+        ["diff", "{other}", "{cap}"],
+    ],
+    "dag": [
+        ["show", "{cap}", "--pipeline"],
+        ["show", "{cap}", "--by", "role"],
+        ["report", "{cap}", "-o", "{out}.html"],
+        ["lint", "{cap}"],
+        ["diff", "{cap}", "{other}"],
+        ["export", "{cap}", "-o", "{out}"],
+        ["sql", "{cap}", "SELECT count(*) FROM ranges"],
+    ],
+    "roles": [
+        ["show", "{cap}", "--by", "role"],
+        ["show", "{cap}", "--pipeline"],
+        ["report", "{cap}", "-o", "{out}.html"],
+        ["show", "{other}", "--by", "role", "--roles", "{cap}/kernel_symbols.json"],
+    ],
+    "doctor": [
+        ["doctor", "--gpu"],
+        ["doctor", "--gpu", "--json"],
+    ],
 }
+#: The seed captures each kind damages (the first kinds' choice is as it was: same cases).
+SEEDS_OF = {
+    "manifest": ("affine", "multi"),
+    "trace": ("affine", "multi"),
+    "pftrace": ("affine", "multi"),
+    "raw": ("affine", "multi"),
+    "saved": ("saved",),
+    "record": ("saved",),
+    "dag": ("pipe",),
+    "roles": ("pipe",),
+    "doctor": ("affine",),
+}
+#: The ``--extract`` seed: a numpy workload whose one call is recorded.
+KERNELS = "def launch(a, b):\n    b[:] = a * 2\n    return b\n"
+MODEL = "import numpy as np, kernels\nkernels.launch(np.arange(8.0), np.zeros(8))\n"
 
 
 @dataclass
@@ -96,17 +145,55 @@ def prepare(work: Path) -> dict[str, Path]:
 
     launcher = runpy.run_path(str(DOUBLE))["write_launcher"](work / "double")
     (work / "w.py").write_text("def workload():\n    pass\n")
+    (work / "kernels.py").write_text(KERNELS)
+    (work / "model.py").write_text(MODEL)
     seeds = {}
-    for name, replay in (("affine", "affine"), ("multi", "multi")):
+    for name, replay, target in (
+        ("affine", "affine", ["w.py:workload"]),
+        ("multi", "multi", ["w.py:workload"]),
+        ("saved", "affine", ["model.py", "--extract", "kernels:launch"]),
+    ):
         env = {**os.environ, "IKET_DOUBLE_CAPTURE": str(FIXTURES / replay), "PYTHONPATH": str(ROOT)}
         env.pop("CUDA_INJECTION64_PATH", None)
         argv = [sys.executable, "-m", "iket_cli", "profile", "--run-iket", str(launcher)]
-        argv += ["--postprocess", "all", "--keep", "-o", name, "w.py:workload"]
+        argv += ["--postprocess", "all", "--keep", "-o", name, *target]
         done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise SystemExit(f"the seed capture {name} failed: {done.stderr[-2000:]}")
         seeds[name] = work / name
+    shutil.copytree(FIXTURES / "cute_pipeline", work / "pipe")
+    seeds["pipe"] = work / "pipe"
+    seeds["double"] = launcher
     return seeds
+
+
+def fake_gpu(work: Path) -> dict[str, str]:
+    """What the battery's children see: an ``nvidia-smi`` that answers as an H200's (so that
+    ``doctor --gpu`` reads its cache), iket's cache here, and the double's capture."""
+    folder = work / "bin"
+    folder.mkdir()
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '0, NVIDIA H200, 580.159.04'\n")
+    smi.chmod(0o755)
+    return {
+        "PATH": f"{folder}:{os.environ.get('PATH', '')}",
+        "IKET_CACHE_DIR": str(work / "cache"),
+        "IKET_DOUBLE_CAPTURE": str(FIXTURES / "affine"),
+    }
+
+
+def probe_cache(env: dict[str, str]) -> Path:
+    """Where ``doctor --gpu`` looks for this stack's table, with a table written there."""
+    from iket_cli.capture import probes
+    from iket_cli.system import machine, toolchain
+
+    tool = toolchain.find(None, env)
+    of = probes.stack(tool.version, machine.query_gpus())
+    path = probes.cache_file(env, of)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    probe = {"name": "fp32 GEMM", "verdict": "survives", "detail": "ran to its end", "seconds": 1.0}
+    path.write_text(json.dumps({"stack": of, "probed_at": "2026-12-06T00:00:00+00:00", "probes": [probe]}))
+    return path
 
 
 # -- damage --------------------------------------------------------------------------------
@@ -152,11 +239,11 @@ def _value(rng: random.Random):
     )
 
 
-def damage_json(text: str, rng: random.Random, compact: bool | None = None) -> str:
+def damage_json(text: str, rng: random.Random, compact: bool | None = None, under: tuple = ()) -> str:
     """One value of a JSON document replaced, removed, or nested 100,000 deep; written in
-    the decoder's compact layout or pretty-printed."""
+    the decoder's compact layout or pretty-printed. ``under``: only inside that place."""
     document = json.loads(text)
-    spots = [p for p in places(document) if p]
+    spots = [p for p in places(document) if p and p[: len(under)] == under]
     if not spots or rng.random() < 0.03:
         return "[" * 100_000 + "]" * 100_000
     where = rng.choice(spots)
@@ -195,10 +282,12 @@ def make_case(kind: str, seed: int, seeds: dict[str, Path], into: Path, which: i
     """Copy a seed capture into ``into``/cap, damage it as ``kind`` says, and return the
     command ``COMMANDS[kind][which]`` (modulo their number) with its paths filled in."""
     rng = random.Random(seed)
-    source = seeds[rng.choice(sorted(seeds))]
+    source = seeds[rng.choice(SEEDS_OF[kind])]
     cap = into / "cap"
     shutil.copytree(source, cap, symlinks=True)
-    if kind == "manifest":
+    if kind in ANNOTATED:
+        ANNOTATED[kind](cap, rng, seeds)
+    elif kind == "manifest":
         target = cap / "manifest.json"
         target.write_text(damage_json(target.read_text(), rng))
     elif kind == "trace":
@@ -215,9 +304,76 @@ def make_case(kind: str, seed: int, seeds: dict[str, Path], into: Path, which: i
         else:
             target = raw / "iket.data.bin"
             target.write_bytes(damage_bytes(target.read_bytes(), rng))
-    other = seeds["affine" if source.name != "affine" else "multi"]
+    other = (
+        seeds["pipe"] if source.name == "pipe" else seeds["affine" if source.name != "affine" else "multi"]
+    )
     words = COMMANDS[kind][which % len(COMMANDS[kind])]
-    return [w.format(cap=cap, other=other, out=into / "out") for w in words]
+    return [w.format(cap=cap, other=other, out=into / "out", double=seeds["double"]) for w in words]
+
+
+def _special(path: Path, rng: random.Random) -> None:
+    """``path`` replaced by a FIFO, a link to ``/dev/zero``, a link out of the capture, or a folder."""
+    path.unlink()
+    choice = rng.randrange(4)
+    if choice == 0:
+        os.mkfifo(path)
+    elif choice == 1:
+        path.symlink_to("/dev/zero")
+    elif choice == 2:
+        path.symlink_to("/etc/hostname")
+    else:
+        path.mkdir()
+
+
+def _damage_file(path: Path, rng: random.Random) -> None:
+    if rng.random() < 0.15:
+        _special(path, rng)
+    elif path.suffix == ".json":
+        path.write_text(damage_json(path.read_text(), rng))
+    else:
+        path.write_bytes(damage_bytes(path.read_bytes(), rng))
+
+
+def _saved(cap: Path, rng: random.Random, seeds: dict[str, Path]) -> None:
+    """The saved calls: their index, a pickle or a raw array damaged, or one replaced."""
+    files = sorted(p for p in (cap / "extract").rglob("*") if p.is_file())
+    index = cap / "extract" / "calls.json"
+    _damage_file(index if rng.random() < 0.5 else rng.choice(files), rng)
+
+
+def _record(cap: Path, rng: random.Random, seeds: dict[str, Path]) -> None:
+    """The manifest's ``extract`` record, one value of it damaged."""
+    target = cap / "manifest.json"
+    target.write_text(damage_json(target.read_text(), rng, under=("extract",)))
+
+
+def _dag(cap: Path, rng: random.Random, seeds: dict[str, Path]) -> None:
+    target = next(cap.glob("*.iket_dag.json"))
+    if rng.random() < 0.1:  # one edge many times over
+        dag = json.loads(target.read_text())
+        dag["edges"] = dag["edges"] * rng.choice([2_000, 20_000])
+        target.write_text(json.dumps(dag))
+    else:
+        _damage_file(target, rng)
+
+
+def _roles(cap: Path, rng: random.Random, seeds: dict[str, Path]) -> None:
+    target = cap / "kernel_symbols.json"
+    if rng.random() < 0.2:  # a role's warps out of any CTA
+        roles = json.loads(target.read_text())
+        roles["warps"]["Consumer"]["warp_end"] = rng.choice([2**62, 10**9, 33, -1])
+        target.write_text(json.dumps(roles))
+    else:
+        _damage_file(target, rng)
+
+
+def _doctor(cap: Path, rng: random.Random, seeds: dict[str, Path]) -> None:
+    """``doctor --gpu``'s cached table for this stack, damaged (the stack's key kept)."""
+    _damage_file(probe_cache(dict(os.environ)), rng)
+
+
+#: The kinds of issue 50, each a function that damages its input in a fresh copy.
+ANNOTATED = {"saved": _saved, "record": _record, "dag": _dag, "roles": _roles, "doctor": _doctor}
 
 
 # -- one case, in a child --------------------------------------------------------------------
@@ -293,6 +449,16 @@ def judge(code, signum, peak, stdout, stderr) -> str | None:
 def battery(cases: int, work: Path, first_seed: int = 0, kinds=tuple(COMMANDS)) -> list[Outcome]:
     """``cases`` cases, the kinds in turn, each in its own folder under ``work``."""
     _preload()
+    saved_env = dict(os.environ)
+    os.environ.update(fake_gpu(work))  # the children's, and the seeds'
+    try:
+        return _battery(cases, work, first_seed, kinds)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
+def _battery(cases: int, work: Path, first_seed: int, kinds) -> list[Outcome]:
     seeds = prepare(work)
     outcomes = []
     for number in range(cases):

@@ -122,15 +122,78 @@ def test_calls_3_saves_the_third_call(work):
     facts = json.loads(done.stdout)["extract"]
     assert facts["calls"] == [3] and facts["replay"]["calls"][0]["equal"], facts
     compare = (  # in a child: this process must not hold the GPU (settled() checks it is free)
-        "import sys; sys.path.insert(0, sys.argv[1]); import iket_replay as r\n"
-        "first = r.load(sys.argv[2], 'inputs.pkl')[0][0]; third = r.load(sys.argv[3], 'inputs.pkl')[0][0]\n"
+        "import os, sys; sys.path.insert(0, sys.argv[1]); import iket_load, iket_saved\n"
+        "def first_input(folder):\n"
+        "    index = iket_saved.read_index(folder); call = index['calls'][0]\n"
+        "    saved = os.path.join(folder, call['folder'])\n"
+        "    part = iket_load.load_part(saved, 'inputs', call['parts']['inputs'], '')\n"
+        "    return part[0][0]\n"
+        "first, third = first_input(sys.argv[2]), first_input(sys.argv[3])\n"
         "print(first.device.type, tuple(first.shape) == tuple(third.shape), bool((first == third).all()))\n"
     )
     hook = ROOT / "iket_cli" / "capture" / "_hook"
-    saved = [work / "ext" / "extract" / "call-1", work / "third" / "extract" / "call-3"]
+    saved = [work / "ext" / "extract", work / "third" / "extract"]
     done = subprocess.run([sys.executable, "-c", compare, hook, *saved], capture_output=True, text=True)
     # call 3 (step 2, layer 1) is not call 1's input
     assert done.stdout.split() == ["cuda", "True", "False"], done.stdout + done.stderr
+
+
+FIDELITY = """
+import torch
+from model_tirx_kernel import N, affine
+
+
+def step(x, y):
+    x.mul_(2)  # in place on an argument: autograd refuses it on a leaf that requires grad
+    y.add_(1)  # y may be x itself, or overlap it
+    return affine(x.detach().contiguous())
+"""
+
+FIDELITY_MODEL = """
+import torch
+import fidelity_kernels
+
+w = torch.randn(fidelity_kernels.N, device="cuda", requires_grad=True)
+x = w * 3  # not a leaf, requires grad
+fidelity_kernels.step(x, x)  # the same tensor twice
+buf = torch.randn(2 * fidelity_kernels.N, device="cuda")
+n = fidelity_kernels.N
+fidelity_kernels.step(buf[:n], buf[n // 2 : n // 2 + n])  # overlapping views of one buffer
+torch.cuda.synchronize()
+print("fidelity model ran", flush=True)
+"""
+
+
+@pytest.mark.skipif(KERNEL != "tirx", reason="one kernel is enough for the saved calls' fidelity")
+def test_replay_keeps_leafness_and_aliasing(work):
+    """Issue 50, R3-9: a non-leaf tensor that requires grad comes back as one (FUNC writes into
+    it in place), ``step(x, x)`` shares one storage again, overlapping views overlap again: the
+    replay's results equal the recorded ones, with no warning of hidden state."""
+    (work / "fidelity_kernels.py").write_text(FIDELITY)
+    (work / "fidelity_model.py").write_text(FIDELITY_MODEL)
+    done, _ = run(
+        "profile",
+        "fidelity_model.py",
+        "--extract",
+        "fidelity_kernels:step",
+        "--calls",
+        "1-2",
+        "-o",
+        "fidelity",
+        "--json",
+        cwd=work,
+    )
+    keep_text("extract_fidelity.err", done.stderr)
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)["extract"]
+    assert [c["equal"] for c in facts["replay"]["calls"]] == [True, True], facts["replay"]
+    assert "differs from the recorded one" not in done.stderr
+    index = json.loads((work / "fidelity" / "extract" / "calls.json").read_text())
+    first, second = (c["parts"]["inputs"] for c in index["calls"])
+    assert len(first["storages"]) == 1 and [a["leaf"] for a in first["arrays"]] == [False], first
+    assert len(second["storages"]) == 1 and len(second["arrays"]) == 2, second
+    print(f"\nfidelity: {facts['replay']['calls']}")
+    assert settled() == [] and leftovers(work) == []
 
 
 def test_replay_is_at_most_half_the_first_capture(work):
@@ -143,6 +206,90 @@ def test_replay_is_at_most_half_the_first_capture(work):
     print(f"\nextract timings ({KERNEL}): {TIMES}")
     assert json.loads(done.stdout)["extract"]["replay"]["calls"][0]["equal"]
     assert took <= 0.5 * TIMES["extract_s"], TIMES
+
+
+def test_replay_trusts_only_what_was_recorded_here(work, tmp_path):
+    """Issue 50, R3-1 on the real stack: the model's saved calls (CUDA tensors) replay by
+    default; under another user's cache they are refused until --trust-replay; a planted
+    pickle is refused by name even then, and never runs."""
+    import pickle
+
+    elsewhere = {**os.environ, "IKET_CACHE_DIR": str(tmp_path / "another-user")}
+    refused = subprocess.run(
+        [sys.executable, "-m", "iket_cli", "profile", "--replay", "ext", "-o", "foreign"],
+        cwd=work,
+        env=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    keep_text(f"replay_{KERNEL}_refused.err", refused.stderr)
+    assert refused.returncode == 2 and "not recorded by you on this machine" in refused.stderr, refused.stderr
+    trusted = subprocess.run(
+        [sys.executable, "-m", "iket_cli", "profile", "--replay", "ext", "-o", "foreign", "--trust-replay"],
+        cwd=work,
+        env=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    keep_text(f"replay_{KERNEL}_trusted.err", trusted.stderr)
+    assert trusted.returncode == 0, trusted.stderr
+    planted = work / "planted"
+    shutil.copytree(work / "ext", planted)
+    marker = work / "PWNED"
+
+    class Planted:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    index_path = planted / "extract" / "calls.json"
+    index = json.loads(index_path.read_text())
+    data = pickle.dumps(Planted())
+    (planted / "extract" / index["calls"][0]["folder"] / "inputs.pkl").write_bytes(data)
+    index["calls"][0]["parts"]["inputs"]["pickle"] = len(data)
+    index_path.write_text(json.dumps(index))
+    done, _ = run("profile", "--replay", "planted", "-o", "pwned", "--trust-replay", cwd=work)
+    keep_text(f"replay_{KERNEL}_planted.err", done.stderr)
+    assert done.returncode == 2 and "names posix.system" in done.stderr, done.stderr
+    assert not marker.exists()
+    assert settled() == [] and leftovers(work) == []
+
+
+def test_doctor_gpu_interrupted_mid_probe_stops_every_probe(tmp_path):
+    """Issue 50, R3-5 on the real GPU: Ctrl-C while the probes run (each under run-iket, on the
+    GPU): exit 130, no probe left on the GPU, no scratch folder left."""
+    import signal
+
+    from gpu_faults import Running
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    os.environ["TMPDIR"] = str(scratch)
+    try:
+        running = Running(tmp_path, "doctor", "--gpu", "--refresh")
+        deadline = time.monotonic() + 120
+        while not gpu_probe_running() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)
+        os.killpg(running.proc.pid, signal.SIGINT)
+        code, _, err = running.finish()
+    finally:
+        os.environ.pop("TMPDIR")
+    keep_text("doctor_gpu_interrupted.err", err)
+    assert code == 130 and "while probing the GPU; every probe was stopped" in err, err
+    assert "Traceback" not in err
+    assert settled() == [], "a probe still holds the GPU"
+    assert list(scratch.glob("iket-probes-*")) == []
+
+
+def gpu_probe_running() -> bool:
+    from gpu_faults import cmdline
+
+    pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return any(b"probe.py" in cmdline(pid) for pid in pids)
 
 
 def test_doctor_gpu_names_the_half_precision_gemms(tmp_path):

@@ -89,17 +89,31 @@ def by_repeat(location: Path) -> ByRepeat:
     for _, path in find_traces(location):
         into = found[repeat_of.get(str(path), 1)]
         loaded = trace_mod.load(path)
+        named = set()  # the trace's own (kernel, range name) rows
         for launch in loaded.launches:
             r = launch.ranges
             for idx, start, end in zip(r.name, r.start, r.end, strict=True):
-                into[(launch.kernel, loaded.name(idx))].append(end - start)
+                named.add(key := (launch.kernel, loaded.name(idx)))
+                into[key].append(end - start)
         for kernel, span in launches.spans(loaded):
-            into[(kernel, launches.SPAN_ROW)].append(span)
+            into[_apart((kernel, launches.SPAN_ROW), named)].append(span)
         dags = dags_for(path)
         if dags:  # a pipelined kernel: each stage's period, gated like a range (issue 33)
             for key, gaps in stages.period_gaps(loaded, dags, None).items():
-                into[key] += gaps
+                into[_apart(key, named)] += gaps
     return found
+
+
+#: Added to a row iket derives (a stage's period, a launch span) whose name a range of the
+#: kernel also has (a user may name a range ``load (period)``): the two are never pooled.
+DERIVED_MARK = " [iket]"
+
+
+def _apart(key: tuple[str, str], named: set[tuple[str, str]]) -> tuple[str, str]:
+    kernel, label = key
+    while (kernel, label) in named:
+        label += DERIVED_MARK
+    return kernel, label
 
 
 def bound_moves(base: Path, new: Path) -> list[str]:

@@ -17,8 +17,8 @@ def groups(
         return [("", trace)]
     if by == "role" and roles is not None:
         present = {w["warpId"] for w in trace.locations if isinstance(w, dict)}
-        groups = [
-            (f"role {name}", trace_mod.select(trace, warps=set(range(first, end))))
+        groups = [  # each role's warps among those present, by comparison: never a range's set
+            (f"role {name}", trace_mod.select(trace, warps={w for w in present if first <= w < end}))
             for name, (first, end) in roles.warps.items()
         ]
         rest = {w for w in present if roles.role(w) is None}

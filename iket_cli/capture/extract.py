@@ -17,16 +17,21 @@ from __future__ import annotations
 
 import ast
 import json
-import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import TargetError, UsageError
-from ..model.vocab import EXTRACT_DIR
+from ..model import jsonio
+from ._hook import iket_saved as saved_format
 from ._hook.iket_saved import CHECK, DIR_ENV, INDEX
 from .hook import HOOK_DIR
 from .targets import Target, find_module, parse_source, top_level_binding
+
+#: Modules whose functions are never FUNC: the hook itself uses them (``json:dump`` would
+#: record its own writing of the index) and no kernel is launched from them.
+STANDARD_LIBRARY = frozenset(getattr(sys, "stdlib_module_names", ())) | {"json", "os", "pickle", "shutil"}
 
 #: The passes' function target: call FUNC with the saved arguments.
 REPLAY_TARGET = Target("function", f"{HOOK_DIR / 'iket_replay.py'}:main")
@@ -48,6 +53,8 @@ class Extract:
     replay_of: Path | None = None  # --replay: the capture whose saved calls are replayed
     #: The saved calls' signature (:func:`signature`): known once they are saved or copied.
     saved: str | None = None
+    #: ``--replay``: the digest of the saved calls as checked (capture/replay_trust.py).
+    digest: str | None = None
 
     def key(self) -> dict[str, Any]:
         """What decides the replay's tracker pass (capture/plan.tracker_key): FUNC, its
@@ -79,18 +86,30 @@ class Extract:
         return f"call {first}" if first == last else f"calls {first}-{last}"
 
 
+#: The most calls one capture saves (each is a folder of arguments and results).
+MAX_CALLS = 1000
+#: The largest call number taken (a model's steps, not an overflow).
+MAX_CALL_NUMBER = 10**12
+
+
 def parse_calls(text: str) -> tuple[int, ...] | str:
-    """``--calls``: ``N``, ``A-B`` or ``last``."""
+    """``--calls``: ``N``, ``A-B`` or ``last``; at most :data:`MAX_CALLS` calls."""
     word = str(text).strip().lower()
     if word == "last":
         return "last"
     first, _, last = word.partition("-")
-    if first.isdigit() and (not last or last.isdigit()):
+    if first.isdigit() and (not last or last.isdigit()) and len(first) <= 13 and len(last) <= 13:
         low, high = int(first), int(last or first)
-        if 1 <= low <= high:
+        if high - low >= MAX_CALLS and 1 <= low <= high:
+            raise UsageError(
+                f"--calls {text} would save {high - low + 1:,} calls; iket saves at most {MAX_CALLS:,}",
+                hint="choose a narrower range of calls",
+            )
+        if 1 <= low <= high <= MAX_CALL_NUMBER:
             return tuple(range(low, high + 1))
     raise UsageError(
-        f"--calls {text!r} is not N, A-B or last", hint="e.g. --calls 3, --calls 2-4, --calls last"
+        f"--calls {str(text)[:40]!r} is not N, A-B or last",
+        hint=f"e.g. --calls 3, --calls 2-4, --calls last (call numbers from 1 to {MAX_CALL_NUMBER:,})",
     )
 
 
@@ -119,6 +138,8 @@ def resolve(
         limit = max_extract if isinstance(max_extract, int) else parse_size(str(max_extract))
     except UsageError:
         raise UsageError(f"--max-extract {max_extract!r} is not a size", hint="e.g. 512M or 4G") from None
+    if isinstance(limit, bool) or limit < 1:
+        raise UsageError(f"--max-extract {max_extract!r} is not a size", hint="e.g. 512M or 4G")
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
         raise UsageError(f"--extract-rank {rank!r} is not a rank", hint="0 for the first process")
     if module.endswith(".py") or "/" in module:
@@ -127,8 +148,18 @@ def resolve(
             raise TargetError(
                 f"--extract: {module} does not exist", hint="give the module's file or its dotted name"
             )
+        if path.suffix != ".py":
+            raise TargetError(
+                f"--extract {function}: {module} is not a Python file",
+                hint="give a .py file or a dotted name",
+            )
         source, name, path0 = path, str(path), str(path.parent)
     else:
+        if module.split(".")[0] in STANDARD_LIBRARY:
+            raise TargetError(
+                f"--extract {function}: {module} is Python's standard library",
+                hint="name the function of your workload (or of a kernel library) that launches the kernel",
+            )
         source, name = find_module(module, _search_root(record, cwd), python), module
         path0 = str(_root_of(source, module) if source is not None else cwd)
     if source is not None and source.suffix == ".py":
@@ -175,60 +206,22 @@ def _check_defined(source: Path, function: str, qualname: str) -> None:
         )
     if binding == "constant":
         raise TargetError(f"--extract {function} is not callable", hint="name a function or a method")
-
-
-def from_capture(folder: Path, cwd: Path) -> tuple[Target, Extract]:
-    """``--replay DIR``: the target and FUNC of the capture whose saved calls are replayed."""
-    from ..model import manifest
-
-    folder = (cwd / folder).resolve()
-    data = manifest.read(folder)
-    index = read_index(folder / EXTRACT_DIR)
-    if not data.get("extract") or not index.get("calls"):
-        raise UsageError(
-            f"--replay {folder.name}: it holds no saved calls (it was not captured with --extract)",
-            hint="capture it first: iket profile WORKLOAD --extract MODULE:FUNC -o DIR",
+    defined = [n for n in owner.body if getattr(n, "name", None) == name]
+    last = defined[-1] if defined else None
+    if isinstance(last, ast.ClassDef):
+        raise TargetError(
+            f"--extract {function} is a class, not a function",
+            hint=f"name one of its methods: {qualname}.METHOD",
         )
-    target = data["target"]
-    module = str(index["module"])
-    try:
-        source = Path(module) if module.endswith(".py") else find_module(module, Path(index["path0"]), "")
-    except TargetError:
-        source = None
-    extract = Extract(
-        function=str(index["function"]),
-        module=module,
-        qualname=str(index["qualname"]),
-        calls=tuple(int(c["call"]) for c in index["calls"]),
-        max_bytes=0,
-        rank=int(index.get("rank") or 0),
-        stop_after=True,
-        path0=str(index["path0"]),
-        source=source,
-        replay_of=folder,
-        saved=signature(folder / EXTRACT_DIR),
-    )
-    return Target(str(target["kind"]), str(target["spec"]), tuple(target.get("args") or ())), extract
-
-
-def refuse_same(folder: Path, output: Path, cwd: Path) -> None:
-    """``--replay DIR -o DIR`` would replace the capture that holds the calls (exit 2)."""
-    if (cwd / folder).resolve() == output.resolve():
-        raise UsageError(
-            f"--replay {folder} -o {folder}: the new capture would replace the one it replays",
-            hint="give another output directory: iket profile --replay DIR -o NEW",
+    decorators = [ast.unparse(d) for d in getattr(last, "decorator_list", [])]
+    if any(
+        d in ("property", "functools.cached_property", "cached_property")
+        or d.endswith((".setter", ".getter", ".deleter"))
+        for d in decorators
+    ):
+        raise TargetError(
+            f"--extract {function} is a property", hint="name the method that launches the kernel"
         )
-
-
-def copy_saved(extract: Extract, folder: Path) -> dict[str, Any]:
-    """``--replay``: the earlier capture's saved calls, copied into this capture's ``folder``."""
-    assert extract.replay_of is not None
-    source = extract.replay_of / EXTRACT_DIR
-    shutil.copytree(source, folder, ignore=shutil.ignore_patterns(CHECK))
-    facts = record_facts(read_index(folder), None)
-    facts["record"] = None
-    facts["replay_of"] = str(extract.replay_of)
-    return facts
 
 
 def record_facts(index: dict[str, Any], seconds: float | None) -> dict[str, Any]:
@@ -248,20 +241,19 @@ def record_facts(index: dict[str, Any], seconds: float | None) -> dict[str, Any]
     }
 
 
-def signature(folder: Path) -> str:
-    """What the saved calls in ``folder`` are: call numbers, argument kinds, shapes and dtypes
+def signature(index: dict[str, Any]) -> str:
+    """What the saved calls of ``index`` are: call numbers, argument kinds, shapes and dtypes
     (not their values, which change no kernel's launch)."""
     import hashlib
 
-    calls = [
-        (c.get("call"), c.get("arguments"), c.get("result")) for c in read_index(folder).get("calls") or []
-    ]
+    calls = [(c.get("call"), c.get("arguments"), c.get("result")) for c in index.get("calls") or []]
     return hashlib.sha256(json.dumps(calls, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
 def read_index(folder: Path) -> dict[str, Any]:
+    """The record run's index as it is (a failed or interrupted one's too), or {}."""
     try:
-        return json.loads((folder / INDEX).read_text())
+        return jsonio.read(folder / INDEX, saved_format.MAX_INDEX_BYTES)
     except (OSError, ValueError):
         return {}
 
@@ -269,6 +261,15 @@ def read_index(folder: Path) -> dict[str, Any]:
 def replay_env(folder: Path) -> dict[str, str]:
     """What the passes' replay process needs: where the saved calls are."""
     return {DIR_ENV: str(folder)}
+
+
+def read_damage(folder: Path) -> dict[str, Any] | None:
+    """What the replay found damaged (``damaged.json``), if it wrote that."""
+    try:
+        said = jsonio.read(folder / saved_format.DAMAGE, 1 << 16)
+    except (OSError, ValueError):
+        return None
+    return said if isinstance(said, dict) and isinstance(said.get("message"), str) else None
 
 
 def replay_check(folder: Path) -> dict[str, Any] | None:

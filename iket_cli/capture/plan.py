@@ -21,7 +21,7 @@ from ..model.vocab import LOG_LEVELS, MAX_EXTRACT, POSTPROCESS_CHOICES, TRACKER_
 from ..system import toolchain
 from ..system.toolchain import RunIket
 from . import extract as extract_mod
-from . import outdir, patterns, targets, trackers
+from . import outdir, patterns, replay, targets, trackers
 from .targets import Target
 
 _CLUSTER = re.compile(r"^\d+,\d+,\d+$")
@@ -61,6 +61,7 @@ class Options:
     extract_rank: int = 0  # the rank whose process records (else the first to call FUNC)
     stop_after: bool = True  # end the record run once the last chosen call is saved
     replay: Path | None = None  # capture again from the calls saved in this capture
+    trust_replay: bool = False  # --replay saved calls that this user did not record here
 
     def check(self) -> None:
         """Refuse inconsistent options before anything runs (exit 2)."""
@@ -113,6 +114,8 @@ class Options:
             )
 
     def _check_extract(self) -> None:
+        if self.extract is not None and not str(self.extract).strip():
+            raise UsageError("--extract '' names no function", hint="give MODULE:FUNC, or drop --extract")
         if self.extract and self.replay is not None:
             raise UsageError(
                 "--extract and --replay cannot go together", hint="--replay reuses DIR's FUNC and calls"
@@ -135,6 +138,8 @@ class Options:
             raise UsageError(
                 f"{given[0]} needs --extract MODULE:FUNC", hint="add --extract, or drop the option"
             )
+        if self.trust_replay and self.replay is None:
+            raise UsageError("--trust-replay needs --replay DIR", hint="drop --trust-replay")
 
 
 @dataclass(frozen=True)
@@ -197,7 +202,9 @@ def resolve(target: Target | None, output_dir: str | os.PathLike | None, options
         raise UsageError(f"--python {python} is not an executable", hint="give a path")
     extract = None
     if options.replay is not None:
-        target, extract = extract_mod.from_capture(Path(options.replay).expanduser(), cwd)
+        target, extract = replay.from_capture(
+            Path(options.replay).expanduser(), cwd, env, options.trust_replay
+        )
     elif target is None:
         raise UsageError("no target given", hint="iket profile script.py | -m module | -- COMMAND")
     else:
@@ -214,12 +221,12 @@ def resolve(target: Target | None, output_dir: str | os.PathLike | None, options
             python=python,
         )
     tool = toolchain.find(options.run_iket, env)
-    default = (
-        f"iket-{target.stem}" if options.replay is None else f"{Path(options.replay).expanduser()}-replay"
-    )
+    default = f"iket-{target.stem}" if extract is None or extract.replay_of is None else None
+    if default is None:  # beside the capture it replays, named after it (``--replay .`` too)
+        default = str(extract.replay_of.parent / f"{extract.replay_of.name}-replay")
     requested = Path(patterns.expand(os.fspath(output_dir or default), env=env))
     if options.replay is not None:
-        extract_mod.refuse_same(Path(options.replay).expanduser(), cwd / requested, cwd)
+        replay.refuse_same(Path(options.replay).expanduser(), cwd / requested, cwd)
     checked = outdir.check(requested, cwd=cwd, clobber=options.clobber)
     if cache["set_by"] == "iket":
         env[NO_CACHE] = "1"

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+import uuid
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..model import atomic, jsonio
-from ..system import spawn, toolchain
+from ..system import spawn, toolchain, tree
 from ..system.tree import kill_tree
 from . import trackers
 
@@ -94,42 +96,97 @@ class Verdict:
 
 
 def stack(run_iket_version: str | None, gpus: list[dict[str, str]]) -> dict[str, Any]:
-    """What a probe table holds for: run-iket, the driver, torch (its version names its CUDA)."""
+    """What a probe table holds for: run-iket, the GPU models and driver, torch (its version
+    names its CUDA) and the kernel DSLs: an H200's table is not an H100's."""
     from importlib import metadata
 
-    try:
-        torch = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        torch = None
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
     driver = sorted({g.get("driver") for g in gpus if g.get("driver")})
-    return {"run_iket": run_iket_version, "driver": driver, "torch": torch}
+    models = sorted({g.get("name") for g in gpus if g.get("name")})
+    dsls = {name: version(name) for name in ("apache-tvm-tirx", "nvidia-cutlass-dsl")}
+    return {
+        "run_iket": run_iket_version,
+        "driver": driver,
+        "gpus": models,
+        "torch": version("torch"),
+        "dsl": dsls,
+    }
 
 
 def cache_file(env: dict[str, str], of: dict[str, Any]) -> Path:
     return trackers.cache_root(env) / "gpu-probes" / f"{trackers.key(of)}.json"
 
 
+#: Verdicts about the stack itself: a table of only these is cached (a probe that failed or
+#: timed out may have met this machine's passing trouble, and is probed again next time).
+LASTING = (SURVIVES, KILLED, SKIPPED)
+
+
 def cached(env: dict[str, str], of: dict[str, Any]) -> dict[str, Any] | None:
-    """The cached probe table of this stack, if there is one."""
+    """The cached probe table of this stack, if there is one of the table's shape."""
     try:
-        return jsonio.read(cache_file(env, of))
+        table = jsonio.read(cache_file(env, of))
     except (OSError, ValueError):
         return None
+    return table if _is_table(table, of) else None
+
+
+def _is_table(table: Any, of: dict[str, Any]) -> bool:
+    if not isinstance(table, dict) or table.get("stack") != of or not isinstance(table.get("probed_at"), str):
+        return False
+    found = table.get("probes")
+    return isinstance(found, list) and all(
+        isinstance(p, dict)
+        and isinstance(p.get("name"), str)
+        and p.get("verdict") in (*LASTING, FAILED, TIMEOUT)
+        and isinstance(p.get("detail"), str)
+        and isinstance(p.get("seconds"), (int, float))
+        and not isinstance(p.get("seconds"), bool)
+        for p in found
+    )
 
 
 def run_all(tool: toolchain.RunIket, env: dict[str, str], python: str) -> list[Verdict]:
-    """Every probe, :data:`PARALLEL` at a time, each under run-iket in a process tree of its own."""
+    """Every probe, :data:`PARALLEL` at a time, each under run-iket in a process tree of its own.
+
+    The probes carry a marker and a watchdog guards them: Ctrl-C, SIGTERM or SIGHUP stops every
+    probe tree and removes the scratch folder (exit 130, 143, 129); ``kill -9`` of the CLI leaves
+    the watchdog to do the same."""
     from importlib.util import find_spec
 
-    with tempfile.TemporaryDirectory(prefix="iket-probes-") as scratch:
-        jobs = {}
-        with ThreadPoolExecutor(PARALLEL) as pool:
-            for number, (name, (package, code)) in enumerate(PROBES.items()):
-                if find_spec(package) is None:
-                    continue
-                folder = Path(scratch) / str(number)
-                jobs[name] = pool.submit(_probe, name, code, tool, env, python, folder)
-        found = {name: job.result() for name, job in jobs.items()}
+    from ..errors import CaptureInterrupted, Terminated, signal_of
+    from ..system import signals
+    from .watchdog import Watchdog
+
+    token = uuid.uuid4().hex
+    marked = {**env, tree.MARK_ENV: token}
+    scratch = Path(tempfile.mkdtemp(prefix="iket-probes-"))
+    try:
+        with Watchdog(None, token=token, remove=[scratch]), signals.as_exception():
+            jobs = {}
+            with ThreadPoolExecutor(PARALLEL) as pool:
+                try:
+                    for number, (name, (package, code)) in enumerate(PROBES.items()):
+                        if find_spec(package) is None:
+                            continue
+                        folder = scratch / str(number)
+                        jobs[name] = pool.submit(_probe, name, code, tool, marked, python, folder)
+                    wait(list(jobs.values()))
+                except (KeyboardInterrupt, Terminated) as stopped:
+                    for job in jobs.values():
+                        job.cancel()
+                    tree.kill_marked(token)
+                    raise CaptureInterrupted.by(
+                        signal_of(stopped), " while probing the GPU; every probe was stopped", phase="probe"
+                    ) from None
+            found = {name: job.result() for name, job in jobs.items()}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return [
         found.get(name, Verdict(name, SKIPPED, f"{package} is not installed", 0.0))
         for name, (package, _) in PROBES.items()
@@ -143,6 +200,8 @@ def store(env: dict[str, str], of: dict[str, Any], verdicts: list[Verdict]) -> d
         "probed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "probes": [asdict(v) for v in verdicts],
     }
+    if any(v.verdict not in LASTING for v in verdicts):
+        return table  # shown, not cached: the next run probes again
     path = cache_file(env, of)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,7 +220,14 @@ def summary(table: dict[str, Any]) -> str:
     return f"iket doctor --gpu ({table.get('probed_at', '?')}, this stack): {said}"
 
 
-def _probe(name: str, code: str, tool: toolchain.RunIket, env: dict[str, str], python: str, folder: Path):
+def _probe(
+    name: str,
+    code: str,
+    tool: toolchain.RunIket,
+    env: dict[str, str],
+    python: str,
+    folder: Path,
+):
     folder.mkdir(parents=True)
     script = folder / "probe.py"
     script.write_text(code + _END)

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, ExitCode
 from ..model.units import human_bytes
-from ..system import runner, tree
+from ..system import filesystem, runner, tree
 from ._hook.iket_saved import OWNER, SPEC_ENV, UNSAVEABLE
 from .extract import Extract, read_index, record_facts
 from .hook import hook_env
@@ -89,6 +89,9 @@ def run_record(
 def _outcome(extract: Extract, folder: Path, returncode: int, tail: list, seconds: float) -> dict[str, Any]:
     index = read_index(folder)
     problem = index.get("error") or {}
+    if problem.get("kind") == "disk":
+        _clear(folder)
+        raise filesystem.disk_full(folder.parent.parent, writing="the saved calls")
     if problem:
         _clear(folder)
         code = (
@@ -111,7 +114,6 @@ def _outcome(extract: Extract, folder: Path, returncode: int, tail: list, second
     saved = index.get("calls") or []
     stopped = extract.stop_after and extract.calls != "last" and index.get("complete")
     if len(saved) == wanted and (stopped or returncode == 0):  # stopped by iket: its status is not the run's
-        (folder / OWNER).unlink(missing_ok=True)  # which process recorded is in the index
         return record_facts(index, seconds)
     if returncode != 0:
         raise CaptureError(
@@ -137,6 +139,19 @@ def _outcome(extract: Extract, folder: Path, returncode: int, tail: list, second
 
 def _calls_word(calls: tuple[int, ...]) -> str:
     return str(calls[0]) if len(calls) == 1 else f"{calls[0]}-{calls[-1]}"
+
+
+def drop_partial(folder: Path) -> list[str]:
+    """Remove the saved calls the index does not list (a call being saved when the run was
+    stopped: a half-written pickle is no evidence) and the owner mark; the calls dropped."""
+    listed = {c.get("folder") for c in read_index(folder).get("calls") or [] if isinstance(c, dict)}
+    dropped = []
+    for path in sorted(folder.glob("call-*")):
+        if path.name not in listed:
+            shutil.rmtree(path, ignore_errors=True)
+            dropped.append(path.name.replace("-", " "))
+    (folder / OWNER).unlink(missing_ok=True)
+    return dropped
 
 
 def _clear(folder: Path) -> None:

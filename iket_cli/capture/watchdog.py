@@ -44,15 +44,18 @@ class Watchdog:
 
     def __init__(
         self,
-        staging: Staging,
+        staging: Staging | None,
         *,
+        token: str | None = None,
         remove: list[Path] | None = None,
         evidence: dict[str, Any] | None = None,
     ) -> None:
+        """``staging``: a capture's; None for processes marked with ``token`` alone (the probes
+        of ``iket doctor --gpu``), whose paths to ``remove`` are all there is to clean."""
         self.orders = {
-            "token": staging.token,
-            "output_dir": str(staging.output_dir),
-            "staging": str(staging.root),
+            "token": staging.token if staging is not None else token,
+            "output_dir": str(staging.output_dir) if staging is not None else None,
+            "staging": str(staging.root) if staging is not None else None,
             "remove": [str(p) for p in remove or []],
             "evidence": evidence,
         }
@@ -103,9 +106,12 @@ def watch(orders_in: IO[bytes]) -> int:
 
 def clean_up(orders: dict[str, Any]) -> None:
     """Everything the dead CLI would have done on its way out."""
-    tree.kill_capture(orders["token"], tree.recorded(Path(orders["staging"]) / PIDS_NAME))
+    staged = orders.get("staging")
+    tree.kill_capture(orders["token"], tree.recorded(Path(staged) / PIDS_NAME) if staged else [])
     for path in orders.get("remove", []):
         shutil.rmtree(path, ignore_errors=True)
+    if staged is None:
+        return
     output_dir, root = Path(orders["output_dir"]), Path(orders["staging"])
     try:
         lock = Lock(output_dir).acquire()

@@ -23,15 +23,29 @@ from . import options
 @click.option("--refresh", is_flag=True, help="--gpu: probe again even if this stack's table is cached.")
 def command(as_json: bool, gpu: bool, refresh: bool) -> int:
     """Check run-iket, the decoder, the GPUs and the environment. Exit 1 if a capture cannot run."""
+    from ..system import signals
+
+    with signals.as_exception():  # SIGTERM, SIGHUP: a message and 143, 129, as Ctrl-C's 130
+        return _doctor(as_json, gpu, refresh)
+
+
+def _doctor(as_json: bool, gpu: bool, refresh: bool) -> int:
     from ..capture import doctor
 
     results = doctor.checks()
     if as_json:
         checks = [asdict(c) for c in results]
-        table = doctor.gpu_table(refresh=refresh) if gpu else None
-        sys.stdout.write(
-            json.dumps(checks if table is None else {"checks": checks, "gpu": table}, indent=2) + "\n"
-        )
+        if not gpu:
+            sys.stdout.write(json.dumps(checks, indent=2) + "\n")
+        else:
+            try:
+                table, error = doctor.gpu_table(refresh=refresh), None
+            except IketError as failed:  # the checks still go to stdout, the error beside them
+                table, error = None, failed
+            said = {"checks": checks, "gpu": table, "gpu_error": None if error is None else str(error)}
+            sys.stdout.write(json.dumps(said, indent=2) + "\n")
+            if error is not None:
+                raise error
     else:
         for c in results:
             mark = "ok  " if c.ok else ("FAIL" if c.required else "--  ")
@@ -48,9 +62,14 @@ def command(as_json: bool, gpu: bool, refresh: bool) -> int:
 
 
 def _print_table(table: dict) -> None:
+    from ..render.text import shown
+
     when = "cached" if table.get("cached") else "probed"
-    sys.stdout.write(f"\nunder run-iket on this GPU ({when} {table['probed_at']}; --refresh probes again):\n")
+    sys.stdout.write(
+        f"\nunder run-iket on this GPU ({when} {shown(table['probed_at'])}; --refresh probes again):\n"
+    )
     width = max(len(p["name"]) for p in table["probes"])
     for probe in table["probes"]:
         seconds = f"{probe['seconds']:5.1f} s" if probe["verdict"] != "skipped" else "       "
-        sys.stdout.write(f"  {probe['name']:<{width}}  {probe['verdict']:<8} {seconds}  {probe['detail']}\n")
+        name, verdict, detail = (shown(probe[key]) for key in ("name", "verdict", "detail"))
+        sys.stdout.write(f"  {name:<{width}}  {verdict:<8} {seconds}  {detail}\n")

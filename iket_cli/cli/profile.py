@@ -239,7 +239,14 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     "--replay",
     type=click.Path(file_okay=False, path_type=Path),
     metavar="DIR",
-    help="Capture again from the calls saved in capture DIR (no record run; default -o DIR-replay).",
+    help="Capture again from the calls saved in capture DIR (no record run; default -o DIR-replay). "
+    "Only calls you recorded on this machine, unless --trust-replay.",
+)
+@click.option(
+    "--trust-replay",
+    is_flag=True,
+    help="--replay saved calls recorded elsewhere or by someone else: it imports FUNC's module from "
+    "their source root and loads their values (docs/faults.md says what is still checked).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the workload's output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show run-iket's own lines.")

@@ -65,10 +65,9 @@ def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tupl
 )
 @click.option(
     "--wait-pattern",
-    default=WAIT_PATTERN,
-    show_default=True,
+    default=None,
     metavar="GLOB",
-    help="--pipeline: ranges whose name matches are waiting, not work.",
+    help=f"--pipeline: ranges whose name matches are waiting, not work  [default: {WAIT_PATTERN}]",
 )
 @click.option(
     "--width",
@@ -86,7 +85,7 @@ def command(
     payload: bool,
     timeline: bool,
     pipeline: bool,
-    wait_pattern: str,
+    wait_pattern: str | None,
     width: int,
     **filters: object,
 ) -> int:
@@ -96,10 +95,15 @@ def command(
     min, p50, p90, p99, max and share of the warps' lifetime; per mark: count and offset
     from the start of the enclosing range.
     """
+    from ..errors import UsageError
     from ..render import tables
 
+    if wait_pattern is not None and not pipeline:
+        raise UsageError(
+            "--wait-pattern needs --pipeline", hint="iket show CAPTURE --pipeline --wait-pattern GLOB"
+        )
     if pipeline:
-        return _pipeline(capture, fmt, roles_file, wait_pattern, filters)
+        return _pipeline(capture, fmt, roles_file, wait_pattern or WAIT_PATTERN, filters)
     if timeline:
         from ..model import trace as trace_mod
         from ..model.folder import find_traces
@@ -117,21 +121,22 @@ def command(
         if not any(p["payloads"] for p in found):
             sys.stderr.write(f"iket: no event in {capture} carries a payload\n")
             return 0
-        tables.render_payloads(found, fmt, sys.stdout)
+        tables.render_payloads(found, fmt, _out(fmt))
         return 0
     from ..analysis.summary import summarize_capture
     from ..errors import CaptureError
     from ..model.folder import manifest_of
     from ..model.manifest import replay_line
+    from ..render.text import shown
 
     processes = summarize_capture(capture, by=by, top=top, roles_file=roles_file, **filters)
-    tables.RENDERERS[fmt](processes, sys.stdout)
+    tables.RENDERERS[fmt](processes, _out(fmt))
     for process in processes:  # warnings go to stderr: stdout stays the report
         for line in tables.lint_lines(process["findings"]):
             sys.stderr.write(f"{process['process']}: {line}\n")
     record = manifest_of(capture)
     if record is not None and replay_line(record):
-        sys.stderr.write(f"iket: this capture is {replay_line(record)}\n")
+        sys.stderr.write(f"iket: this capture is {shown(replay_line(record))}\n")
     if record is not None and record["status"] not in SHOW_STATUSES:
         said = (record.get("error") or {}).get("message", "")
         raise CaptureError(
@@ -154,6 +159,7 @@ def _pipeline(capture: Path, fmt: str, roles_file: Path | None, wait_pattern: st
     found = []
     for label, path in find_traces(capture):
         loaded = trace_mod.select(trace_mod.load(path), **filters)
+        _some_work(loaded, wait_pattern)
         roles = annotations.roles_for(path, roles_file)
         pipes = stages.pipelines(loaded, annotations.dags_for(path), roles, wait_pattern)
         if pipes:
@@ -163,5 +169,28 @@ def _pipeline(capture: Path, fmt: str, roles_file: Path | None, wait_pattern: st
             f"no kernel in {capture} has stages: it has no DAG (*.iket_dag.json) and no warp roles",
             hint="write the DAG with iket.dag(name) in CuTe DSL, or give --roles kernel_symbols.json",
         )
-    pipeline_mod.render(found, fmt, sys.stdout)
+    pipeline_mod.render(found, fmt, _out(fmt))
     return 0
+
+
+def _some_work(loaded, wait_pattern: str) -> None:
+    """A wait pattern that every range matches leaves no work to bound a pipeline (exit 2)."""
+    import fnmatch
+
+    from ..errors import UsageError
+
+    used = {int(i) for launch in loaded.launches for i in set(launch.ranges.name)}
+    names = [loaded.name(i) for i in used]
+    if names and all(fnmatch.fnmatchcase(name, wait_pattern) for name in names):
+        raise UsageError(
+            f"--wait-pattern {wait_pattern!r} matches every range, so no stage does any work",
+            hint="match only the ranges that wait (the default is wait*)",
+        )
+
+
+def _out(fmt: str):
+    """Standard output for ``fmt``: CSV and markdown spell control characters out on a terminal
+    (rich's table does so itself; JSON escapes them)."""
+    from ..render.text import for_terminal
+
+    return for_terminal(sys.stdout) if fmt in ("csv", "markdown") else sys.stdout

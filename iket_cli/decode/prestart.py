@@ -21,14 +21,11 @@ import threading
 
 from ..system import spawn
 from .split import chunks
-from .tasks import Task
+from .tasks import INLINE_BYTES, Task
 
 #: glibc's allocator in a long-lived worker: large blocks from the heap, not fresh mappings,
 #: and freed memory kept for the next chunk (its pages already faulted in).
 KEEP_FREED = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184"
-#: Up to this many raw bytes a capture is decoded in a fork of the CLI (the decoder already
-#: imported there), above in worker processes: a fresh interpreter costs more than it saves.
-INLINE_BYTES = 4 << 20
 #: A worker's numpy with one BLAS thread: it does no linear algebra, and OpenBLAS starting a
 #: thread a CPU at import cost a worker about 0.1 s of CPU (docs/benchmarks.md, "The
 #: Perfetto export's moves, and less to start").

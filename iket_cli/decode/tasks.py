@@ -27,6 +27,11 @@ from ..model.vocab import (
     raw_pid,
 )
 
+#: Up to this many raw bytes a capture is decoded in a fork of the CLI (the decoder already
+#: imported there), above in worker processes, its exports split by launch: a fresh
+#: interpreter costs more than it saves.
+INLINE_BYTES = 4 << 20
+
 if TYPE_CHECKING:
     from ..model.trace import Trace
 
@@ -77,9 +82,10 @@ class Task:
 
     @property
     def output_bytes(self) -> int:
-        """About how much disk this task writes."""
+        """About how much disk this task needs at its peak: its artifact, and for an export
+        split by launch (over :data:`INLINE_BYTES`) the spooled parts beside the joined file."""
         per_raw = JSON_PER_RAW_BYTE if self.export == JSON_EXPORT else PERFETTO_PER_RAW_BYTE
-        return self.raw_bytes * per_raw
+        return self.raw_bytes * per_raw * (2 if self.raw_bytes > INLINE_BYTES else 1)
 
     @property
     def memory(self) -> int:

@@ -244,7 +244,12 @@ def _decode_in_fork(task: Task, reader: int, writer: int) -> None:
 def _failed(task: Task, seconds: float, returncode: int | None, stderr: str) -> Outcome:
     """How ``task`` ended in a worker that exited with ``returncode`` (its last error line)."""
     last = (stderr.strip().splitlines() or [f"exit status {returncode}"])[-1]
-    if returncode is not None and returncode < 0:
+    if returncode == -signal.SIGKILL:  # never the decoder's own doing: the OOM killer, or a user
+        last = (
+            "a decode worker was killed (signal 9, SIGKILL: out of memory?) while decoding it; the raw "
+            "capture is kept: decode it again with fewer workers (iket postprocess DIR --jobs 1)"
+        )
+    elif returncode is not None and returncode < 0:
         name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else "?"
         last = (
             f"NVIDIA's decoder crashed (signal {-returncode}, {name}) reading it: the raw capture is "

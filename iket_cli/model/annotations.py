@@ -20,6 +20,13 @@ from ..errors import ManifestError
 from . import jsonio
 from .vocab import DAG_SUFFIX, ROLES_NAME
 
+#: The most warps a CTA holds (1,024 threads): a role's warps lie in [0, this).
+MAX_WARPS = 32
+#: The most edges a DAG may have: a pipeline has a handful; more is not a DAG iket can draw.
+MAX_EDGES = 10_000
+#: The largest annotation file read (a DAG or a roles file is a few KB).
+MAX_BYTES = 4 << 20
+
 
 @dataclass(frozen=True)
 class Roles:
@@ -45,9 +52,14 @@ def read_roles(path: Path) -> Roles:
     for name, span in warps.items():
         span = span if isinstance(span, dict) else {}
         first, end = span.get("warp_start"), span.get("warp_end")
-        if not isinstance(first, int) or not isinstance(end, int) or end <= first:
-            raise ManifestError(f"{path}: role {name!r} has no warp_start < warp_end")
-        roles[name] = (first, end)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (first, end)) or end <= first:
+            raise ManifestError(f"{path}: role {str(name)[:60]!r} has no warp_start < warp_end")
+        if first < 0 or end > MAX_WARPS:
+            raise ManifestError(
+                f"{path}: role {str(name)[:60]!r} names warps {first}..{end}, outside a CTA's {MAX_WARPS}",
+                hint="give the kernel_symbols.json CuTe DSL wrote for this kernel",
+            )
+        roles[str(name)] = (first, end)
     return Roles(roles, Path(path))
 
 
@@ -72,13 +84,15 @@ def read_dag(path: Path) -> Dag:
     edges = data.get("edges") if isinstance(data, dict) else None
     if not isinstance(edges, list):
         raise ManifestError(f"{path} has no edges list", hint="give the file iket.dag(...).save() wrote")
-    found = []
+    if len(edges) > MAX_EDGES:
+        raise ManifestError(f"{path} has {len(edges):,} edges, more than the {MAX_EDGES:,} iket reads")
+    found: dict[Edge, None] = {}  # each edge once, in the order given
     for number, edge in enumerate(edges):
         if not isinstance(edge, dict) or not all(isinstance(edge.get(k), str) for k in ("source", "target")):
             raise ManifestError(f"{path}: edges[{number}] has no source and target region")
         label, via = edge.get("label"), edge.get("via")
-        found.append(Edge(edge["source"], edge["target"], _text(label), _text(via)))
-    return Dag(str(data.get("name") or Path(path).name.removesuffix(DAG_SUFFIX)), found, Path(path))
+        found[Edge(edge["source"], edge["target"], _text(label), _text(via))] = None
+    return Dag(str(data.get("name") or Path(path).name.removesuffix(DAG_SUFFIX)), list(found), Path(path))
 
 
 def capture_folder(location: Path) -> Path:
@@ -102,8 +116,10 @@ def dags_for(location: Path) -> list[Dag]:
 
 
 def _json(path: Path, what: str) -> Any:
+    """The file's JSON, read only if it is a regular file (a FIFO is never waited on) of at most
+    :data:`MAX_BYTES`."""
     try:
-        return jsonio.parse(Path(path).read_text())
+        return jsonio.read(path, MAX_BYTES, regular=True)
     except FileNotFoundError:
         raise ManifestError(f"{path} does not exist", hint=f"give {what}") from None
     except (OSError, ValueError, UnicodeDecodeError) as error:

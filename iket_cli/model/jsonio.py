@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,22 @@ def parse(text: str | bytes) -> Any:
         raise ValueError("nested too deeply to be read") from None
 
 
-def read(path: str | os.PathLike, limit: int = MAX_BYTES) -> Any:
+class NotRegular(ValueError):
+    """The path is a FIFO, a device or a folder: nothing iket reads as a file."""
+
+
+def read(path: str | os.PathLike, limit: int = MAX_BYTES, *, regular: bool = True) -> Any:
     """The JSON value in ``path``, read only if it is at most ``limit`` bytes.
 
-    Raises ``OSError`` as ``open`` does, ``ValueError`` (:class:`TooLarge` for a file over
-    ``limit``) for anything that is not a JSON document iket can hold.
+    ``regular``: only a regular file is read (a link to one is followed): a FIFO would block
+    the reader forever and ``/dev/zero`` never ends, so both are :class:`NotRegular`. Raises
+    ``OSError`` as ``open`` does, ``ValueError`` (:class:`TooLarge` for a file over ``limit``)
+    for anything that is not a JSON document iket can hold.
     """
-    with open(Path(path), "rb") as handle:
+    fd = os.open(Path(path), os.O_RDONLY | os.O_NONBLOCK)
+    with open(fd, "rb") as handle:
+        if regular and not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular("not a regular file")
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise TooLarge(f"larger than {limit >> 20} MiB")

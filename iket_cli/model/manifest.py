@@ -207,7 +207,51 @@ def validate(data: Any) -> list[str]:
         errors += _process(process, f"processes[{i}].")
     for i, repeat in enumerate(data.get("repeats") or []):
         errors += _repeat(repeat, f"repeats[{i}].")
+    if data.get("command") is not None and not all(isinstance(w, str) for w in data["command"]):
+        errors.append("command is not a list of words")
+    if data.get("extract") is not None:
+        errors += _extract(data["extract"])
     return errors
+
+
+_INT_OR_NULL = (int, type(None))
+_EXTRACT = {
+    "function": (str, type(None)),
+    "calls": (list,),
+    "arguments": (list,),
+    "bytes": (int,),
+    "record": _OBJECT_OR_NULL,
+    "replay_of": (str, type(None)),
+    "replay": _OBJECT_OR_NULL,
+}
+_RECORD_RUN = {"seconds": (*_NUM, type(None)), "status": (str,), "pid": _INT_OR_NULL, "rank": _INT_OR_NULL}
+_REPLAYED = {"call": (int,), "equal": (bool,), "differences": (list,)}
+
+
+def _extract(extract: dict) -> list[str]:
+    """The ``extract`` record's fields, typed: readers (show, the report) print them."""
+    errors = _check_table(extract, _EXTRACT, "extract.", optional=True)
+    if errors:
+        return errors
+    if not all(_is_int(c) for c in extract.get("calls") or []):
+        errors.append("extract.calls is not a list of call numbers")
+    if not all(isinstance(a, dict) for a in extract.get("arguments") or []):
+        errors.append("extract.arguments is not a list of objects")
+    if extract.get("record") is not None:
+        errors += _check_table(extract["record"], _RECORD_RUN, "extract.record.", optional=True)
+    calls = (extract.get("replay") or {}).get("calls", [])
+    if not isinstance(calls, list):
+        return [*errors, "extract.replay.calls is not a list"]
+    for i, call in enumerate(calls):
+        if not isinstance(call, dict):
+            errors.append(f"extract.replay.calls[{i}] is not an object")
+        else:
+            errors += _check_table(call, _REPLAYED, f"extract.replay.calls[{i}].", optional=True)
+    return errors
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _process(process: Any, prefix: str) -> list[str]:
@@ -231,6 +275,14 @@ def _process(process: Any, prefix: str) -> list[str]:
     for j, kernel in enumerate(process["kernels"]):
         if not (isinstance(kernel, dict) and isinstance(kernel.get("name"), str)):
             errors.append(f"{prefix}kernels[{j}] has no name")
+    for j, untraced in enumerate(process.get("uninstrumented") or []):
+        if not (isinstance(untraced, dict) and isinstance(untraced.get("kernel"), str)):
+            errors.append(f"{prefix}uninstrumented[{j}] has no kernel")
+        elif not _is_int(untraced.get("launches")):
+            errors.append(f"{prefix}uninstrumented[{j}] has no launches count")
+    for j, site in enumerate(process.get("payload_sites") or []):
+        if not (isinstance(site, dict) and all(isinstance(site.get(k), str) for k in ("op", "name"))):
+            errors.append(f"{prefix}payload_sites[{j}] has no op and name")
     return errors
 
 

@@ -65,6 +65,8 @@ SLURM_OPTIONS: dict[str, tuple[type, ...]] = {
 }
 #: Whole-number options that must be at least 1.
 POSITIVE = ("repeat", "max_ts_cnt_per_warp")
+#: Options checked as ``iket profile`` checks them, before any job runs.
+EXTRACT_CHECKS = ("extract", "calls", "max_extract")
 TOP_ONLY = {"output": (str,), "jobs": (list,), "executor": (str,)}
 JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}
 
@@ -245,6 +247,24 @@ def _check(path: Path, table: dict, allowed: dict[str, tuple[type, ...]], prefix
             raise ConfigError(f"{path}: {prefix}{key}: should be {names}, not {type(value).__name__}")
         if key in POSITIVE and value < 1:
             raise ConfigError(f"{path}: {prefix}{key}: should be 1 or more, not {value}")
+        if key in EXTRACT_CHECKS:
+            _check_extract(path, f"{prefix}{key}", key, value)
+
+
+def _check_extract(path: Path, where: str, key: str, value: Any) -> None:
+    """``extract``, ``calls`` and ``max_extract`` as ``iket profile`` would take them (exit 2)."""
+    from ..capture.extract import parse_calls
+    from ..model.units import parse_size
+
+    try:
+        if key == "extract" and not value.strip():
+            raise UsageError("'' names no function", hint="give MODULE:FUNC, or drop extract")
+        if key == "calls":
+            parse_calls(str(value))
+        if key == "max_extract" and (parse_size(str(value)) if isinstance(value, str) else value) < 1:
+            raise UsageError(f"{value!r} is not a size", hint="e.g. 512M or 4G")
+    except UsageError as error:
+        raise ConfigError(f"{path}: {where}: {error.message}", hint=error.hint) from None
 
 
 def _check_slurm(path: Path, table: dict, where: str) -> None:

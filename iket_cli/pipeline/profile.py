@@ -237,6 +237,8 @@ def _capture(
                 )
             facts = replace(facts, passes=ran)
             failure = ran.failure()
+            if failure is not None:
+                failure = saved_calls.damaged(plan, staging) or failure
             if failure is not None and plan.tracker.mode == TRACKER_REUSED and reuse.capture_failed(failure):
                 raise reuse.StaleTracker(f"the capture pass failed: {failure.message}", plan.tracker)
             if failure is not None:

@@ -15,11 +15,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..capture import extract, record_run, trackers
+from ..capture import extract, record_run, replay, replay_trust, trackers
 from ..capture.events import Reporter
 from ..capture.passes import Transcript
 from ..capture.plan import Plan, tracker_key
 from ..capture.staging import Staging
+from ..errors import IketError, UsageError
 from ..model.vocab import EXTRACT_DIR, TRACKER_FRESH, TRACKER_REUSED
 from ..system.runner import Line
 from . import reuse
@@ -37,7 +38,7 @@ def prepare(
     folder = staging.root / EXTRACT_DIR
     chosen = plan.extract
     if chosen.replay_of is not None:
-        facts = extract.copy_saved(chosen, folder)
+        facts = replay.copy_saved(chosen, folder)
         transcript.reporter.info(
             f"replaying {_calls(facts)} of {chosen.function} saved in {chosen.replay_of}"
         )
@@ -50,7 +51,7 @@ def prepare(
         if not text.stopping:
             transcript.reporter.output(text.text, tool=False)
 
-    facts = record_run.run_record(
+    facts = _recorded(
         chosen,
         plan.target,
         python=plan.python,
@@ -64,7 +65,9 @@ def prepare(
         limit_s=plan.options.timeout,
         cancel=cancel,
         on_tick=staging.recorder.update,
+        transcript=transcript,
     )
+    replay_trust.remember(folder, replay.checked_index(folder, staging.root.name), plan.env)
     transcript.reporter.info(
         f"recorded {_calls(facts)} of {chosen.function} ({facts['bytes'] / 1e6:.1f} MB) in "
         f"{facts['record']['seconds']:.1f} s; the passes replay only that"
@@ -78,7 +81,8 @@ def rechosen(plan: Plan, staging: Staging, into: Path, reporter: Reporter) -> Pl
     assert plan.extract is not None
     if plan.extract.replay_of is not None or plan.tracker.mode not in (TRACKER_FRESH, TRACKER_REUSED):
         return plan  # --replay knew its signature from the start; --tracker DIR is the user's
-    plan = replace(plan, extract=replace(plan.extract, saved=extract.signature(staging.root / EXTRACT_DIR)))
+    saved = extract.signature(extract.read_index(staging.root / EXTRACT_DIR))
+    plan = replace(plan, extract=replace(plan.extract, saved=saved))
     found = trackers.key(tracker_key(plan))
     if plan.tracker.rerun is not None:  # a cached one did not fit: this attempt runs both passes
         return replace(plan, tracker=replace(plan.tracker, key=found))
@@ -91,6 +95,35 @@ def rechosen(plan: Plan, staging: Staging, into: Path, reporter: Reporter) -> Pl
             "the replay runs once (--tracker fresh runs both passes)"
         )
     return replace(plan, tracker=trackers.staged(chosen, into))
+
+
+def _recorded(chosen: extract.Extract, record: Any, *, transcript: Transcript, **run: Any) -> dict[str, Any]:
+    """The record run; whatever way it ends, no partial saved call stays in the evidence."""
+    folder = run["folder"]
+    try:
+        return record_run.run_record(chosen, record, **run)
+    finally:
+        dropped = record_run.drop_partial(folder)
+        if dropped:
+            transcript.reporter.info(
+                f"dropped {', '.join(dropped)}: {'it was' if len(dropped) == 1 else 'they were'} "
+                "being saved when the record run ended, and are incomplete"
+            )
+
+
+def damaged(plan: Plan, staging: Staging) -> IketError | None:
+    """The replay's account of a damaged saved call (it exits with DAMAGED), as one error (exit 2)."""
+    if plan.extract is None:
+        return None
+    said = extract.read_damage(staging.root / EXTRACT_DIR)
+    if said is None:
+        return None
+    where = plan.extract.replay_of or "this capture"
+    call = f"call {said['call']} of " if said.get("call") else ""
+    return UsageError(
+        f"the saved {call}calls in {where} are damaged: {said['message']}",
+        hint="record the calls again: iket profile WORKLOAD --extract MODULE:FUNC -o DIR",
+    )
 
 
 def checked(facts: dict[str, Any], staging: Staging, transcript: Transcript) -> dict[str, Any]:

@@ -38,6 +38,26 @@ def markup(text: object) -> str:
     return escape(shown(text))
 
 
+class _Spelled:
+    """A terminal's stream whose text has its control characters spelled out."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(shown(text, lines=True))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def for_terminal(stream: IO[str]) -> IO[str]:
+    """``stream`` for machine output (CSV, markdown), which keeps names as they are in a pipe or
+    a file; where it is a terminal, a stream that spells their control characters out."""
+    isatty = getattr(stream, "isatty", None)
+    return _Spelled(stream) if isatty is not None and isatty() else stream  # type: ignore[return-value]
+
+
 def rich_console(file: IO[str] | None = None, **options: Any):
     """A rich console that reads no ``:emoji:`` codes (a name may hold ``:x:``)."""
     from rich.console import Console

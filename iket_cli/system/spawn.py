@@ -9,8 +9,10 @@ show its last lines.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -108,16 +110,35 @@ def run(
 ) -> Completed:
     """Run ``argv`` to its end and keep its output.
 
-    Raises :class:`SpawnError` when it cannot start, or when it outlives ``timeout``
-    (it is killed first). A non-zero exit is not an error here: the caller decides.
+    Raises :class:`SpawnError` when it cannot start, or when it outlives ``timeout``: then its
+    whole process group is killed (a wrapper script's children hold its pipes open), and the
+    wait for it is bounded too (a process stuck in the kernel cannot be reaped; it is left).
+    A non-zero exit is not an error here: the caller decides.
     """
-    proc = start(argv, env=env, cwd=cwd, stdout=PIPE, stderr=PIPE, text=True)
+    proc = start(argv, env=env, cwd=cwd, stdout=PIPE, stderr=PIPE, text=True, new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        _kill_group(proc)
         raise SpawnError(
             f"{os.fspath(argv[0])} gave no answer within {timeout:g} s", command=quote(argv)
         ) from None
+    except BaseException:  # Ctrl-C or SIGTERM while waiting: the child goes too
+        _kill_group(proc)
+        raise
     return Completed([os.fspath(w) for w in argv], proc.returncode, out, err)
+
+
+#: Seconds to wait for a killed child's pipes to close before leaving it.
+KILLED_WAIT_S = 2.0
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        proc.communicate(timeout=KILLED_WAIT_S)
+    except subprocess.TimeoutExpired:
+        for stream in (proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import signal
 import time
 from pathlib import Path
@@ -112,8 +111,26 @@ def logged(work: Path) -> list[dict]:
 
 
 def saved_inputs(capture: Path, call: int):
-    with open(capture / "extract" / f"call-{call}" / "inputs.pkl", "rb") as source:
-        return pickle.load(source)
+    """The saved arguments of ``call``, loaded as the replay loads them."""
+    import sys
+
+    from iket_cli.capture.hook import HOOK_DIR
+
+    sys.path.insert(0, str(HOOK_DIR))
+    try:
+        import iket_load
+        import iket_saved
+
+        folder = capture / "extract"
+        index = iket_saved.read_index(str(folder))
+        (record,) = [c for c in index["calls"] if c["call"] == call]
+        if not index["module"].endswith(".py") and index["path0"] in sys.path:
+            __import__(index["module"])  # as the replay imports FUNC's module first
+        return iket_load.load_part(
+            str(folder / record["folder"]), "inputs", record["parts"]["inputs"], index["path0"]
+        )
+    finally:
+        sys.path.remove(str(HOOK_DIR))
 
 
 # -- record and replay ---------------------------------------------------------------

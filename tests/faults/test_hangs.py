@@ -265,3 +265,47 @@ def test_the_workload_reads_the_cli_s_input_in_the_capture_pass(harness):
         assert done.returncode == 0, done.stderr
         assert "capture read 'hello\\nworld\\n'" in done.stdout, (target, done.stdout)
         assert "tracker read ''" in done.stdout, (target, done.stdout)
+
+
+def test_a_hung_nvidia_smi_wrapper_is_stopped_with_its_children(harness, tmp_path):
+    """Issue 50, R3-14: an ``nvidia-smi`` that is a wrapper script whose child hangs holding the
+    pipes: the query gives up after its bound, kills the wrapper's whole group, and ``iket
+    doctor`` ends in time with nothing of it left running."""
+    from iket_cli.system.machine import NVIDIA_SMI_TIMEOUT_S
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nsleep 300\necho never\n")
+    smi.chmod(0o755)
+    started = time.monotonic()
+    result = harness.run("doctor", env={"PATH": f"{folder}:{os.environ['PATH']}"}, timeout=120)
+    took = time.monotonic() - started
+    assert result.code in (0, 1) and "Traceback" not in result.stderr, result
+    assert took < 2 * NVIDIA_SMI_TIMEOUT_S + 10, f"doctor took {took:.1f} s"
+    harness.assert_nothing_left()
+
+
+def test_a_split_export_s_estimate_counts_the_join(tmp_path, harness):
+    """Issue 50, R3-12: a split Perfetto export holds its parts and the joined file at once; the
+    full disk's message says about twice the artifact, not the artifact alone."""
+    import re
+
+    disk = tmp_path / "disk40"
+    disk.mkdir()
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(disk)], capture_output=True
+        ).returncode
+    ):
+        pytest.skip("a tmpfs cannot be mounted here (needs root and mount rights)")
+    try:
+        with tarfile.open(FIXTURES / "keep256_raw.tar.xz") as archive:
+            archive.extractall(disk, filter="data")
+        result = harness.run("postprocess", disk / "keep256", "--format", "perfetto", timeout=300)
+        assert result.code == 1 and "Traceback" not in result.stderr, result
+        needed = re.search(r"it needs about ([\d.]+) MiB", result.stderr)
+        assert needed and float(needed.group(1)) >= 2 * 67, result
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)

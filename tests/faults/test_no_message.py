@@ -405,3 +405,40 @@ def test_pythonwarnings_error_is_the_workload_s_not_run_iket_s(harness):
     assert "sees None" in passing.stdout
     for command in (["show", "c"], ["report", "c", "-o", "r.html"], ["export", "c", "-o", "ex"]):
         harness.check(harness.run(*command, env={"PYTHONWARNINGS": "error"}), 0)
+
+
+#: In decode workers only (a worker process, or a fork of the CLI): NVIDIA's decoder killed by
+#: SIGKILL as it exports, as the OOM killer would.
+OOM_KILLED = (
+    "import os, signal, sys\n"
+    "START = os.getpid()\n"
+    "def _die(*args):\n"
+    "    if os.getpid() != START or 'worker_main' in ' '.join(sys.argv):\n"
+    "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    "    raise RuntimeError('the CLI itself decoded: the test expects a worker')\n"
+    "class _Kill:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name != 'iket':\n"
+    "            return None\n"
+    "        sys.meta_path.remove(self)\n"
+    "        import importlib.util\n"
+    "        spec = importlib.util.find_spec(name)\n"
+    "        run = spec.loader.exec_module\n"
+    "        def exec_module(module):\n"
+    "            run(module)\n"
+    "            module.RawCaptureDecoder.export_decoded_json = _die\n"
+    "        spec.loader.exec_module = exec_module\n"
+    "        return spec\n"
+    "sys.meta_path.insert(0, _Kill())\n"
+)
+
+
+def test_a_decode_worker_killed_by_sigkill_is_said_so(harness):
+    """Issue 50, R3-13: a worker killed by signal 9 (the OOM killer) is not a corrupt capture."""
+    kept_raw(harness.work / "kept")
+    hook = harness.work / "oom"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(OOM_KILLED)
+    result = harness.run("postprocess", "kept", "--format", "json", env={"PYTHONPATH": str(hook)})
+    harness.check(result, 1, "a decode worker was killed (signal 9, SIGKILL: out of memory?)")
+    assert "corrupt" not in result.stderr and "--jobs 1" in result.stderr, result

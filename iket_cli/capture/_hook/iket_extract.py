@@ -17,23 +17,27 @@ This file runs in the user's interpreter (any Python 3 of ``--python``) and impo
 nothing heavy itself: torch and numpy are used only when the workload already did.
 """
 
+import contextlib
+import functools
+import inspect
 import json
 import os
-import shutil
 import sys
+from os.path import join as _join
+from shutil import rmtree as _rmtree
 
 from iket_saved import (
     INDEX,
     OWNER,
     SPEC_ENV,
     UNSAVEABLE,
+    VERSION,
+    DiskFull,
     OverLimit,
     Unsaveable,
-    describe,
-    probe,
-    save,
     write_json,
 )
+from iket_store import describe, probe, save
 from iket_tirx import TIRX_IKET, plain
 
 #: The rank variables of torchrun, MPI and Slurm, in the order they are believed.
@@ -63,19 +67,20 @@ class Recorder:
             self.write_index()  # how many calls were seen, should the chosen one never come
             return func(*args, **kwargs)
         slot = "call-last" if self.calls == "last" else f"call-{number}"
-        folder = os.path.join(self.folder, slot)
-        shutil.rmtree(folder, ignore_errors=True)  # ``last``: the previous call's
+        folder = _join(self.folder, slot)
+        _rmtree(folder, ignore_errors=True)  # ``last``: the previous call's
         self.saved = [c for c in self.saved if c["folder"] != slot]
+        self.write_index()  # the call being saved is listed only once it is whole
         self.used = before = sum(c["bytes"] for c in self.saved)
-        record = {"call": number, "folder": slot, "bytes": 0, "arguments": []}
+        record = {"call": number, "folder": slot, "bytes": 0, "arguments": [], "parts": {}}
         try:
-            record["arguments"] = _save_arguments(self, folder, args, kwargs)
-        except (OverLimit, Unsaveable) as error:
+            record["arguments"], record["parts"]["inputs"] = _save_arguments(self, folder, args, kwargs)
+        except (OverLimit, Unsaveable, DiskFull) as error:
             self.fail(error)
         result = func(*args, **kwargs)
         try:
-            save(self, os.path.join(folder, "result.pkl"), folder, result, "the result")
-        except (OverLimit, Unsaveable) as error:
+            record["parts"]["result"] = save(self, folder, "result", result, "the result")
+        except (OverLimit, Unsaveable, DiskFull) as error:
             self.fail(error)
         record["bytes"] = self.used - before
         record["result"] = describe(result)
@@ -98,15 +103,16 @@ class Recorder:
         """Stop the process: nothing saved stays, the index says why."""
         for name in os.listdir(self.folder):
             if name.startswith("call-"):
-                shutil.rmtree(os.path.join(self.folder, name), ignore_errors=True)
+                _rmtree(_join(self.folder, name), ignore_errors=True)
         self.saved = []
-        kind = "over" if isinstance(error, OverLimit) else "unsaveable"
-        self.write_index(error={"kind": kind, "message": str(error)})
+        kind = {OverLimit: "over", DiskFull: "disk"}.get(type(error), "unsaveable")
+        with contextlib.suppress(OSError):  # a full disk: the calls' removal made room, or not
+            self.write_index(error={"kind": kind, "message": str(error)})
         _stop(UNSAVEABLE if kind == "unsaveable" else 1)
 
     def write_index(self, complete=False, error=None):
         index = {
-            "version": 1,
+            "version": VERSION,
             "function": self.spec["function"],
             "module": self.spec["module"],
             "qualname": self.spec["qualname"],
@@ -118,7 +124,7 @@ class Recorder:
             "complete": complete or (self.calls != "last" and len(self.saved) == len(self.calls)),
             "error": error,
         }
-        write_json(os.path.join(self.folder, INDEX), index)
+        write_json(_join(self.folder, INDEX), index)
 
     def at_exit(self):
         """The last word of a process that ran to its end (``last``, ``--no-stop-after``)."""
@@ -133,7 +139,7 @@ def _claim(spec):
     if rank is not None and rank != spec.get("rank", 0):
         return False
     try:
-        fd = os.open(os.path.join(spec["dir"], OWNER), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(_join(spec["dir"], OWNER), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         return False
     os.write(fd, str(os.getpid()).encode())
@@ -157,15 +163,15 @@ def _stop(code=0):
 
 
 def _save_arguments(recorder, folder, args, kwargs):
-    """Save each argument (named in an error) and return their summaries."""
+    """Save the arguments (each named in an error); their summaries and the part's record."""
     names = _names(recorder.spec, len(args))
     for index, value in enumerate(args):  # first, one by one: an error names the argument
         probe(value, f"argument {index + 1} ({names[index]})")
     for key, value in kwargs.items():
         probe(value, f"argument {key}")
-    save(recorder, os.path.join(folder, "inputs.pkl"), folder, (tuple(args), dict(kwargs)), "the arguments")
+    part = save(recorder, folder, "inputs", (tuple(args), dict(kwargs)), "the arguments")
     summary = [dict(describe(v), name=names[i]) for i, v in enumerate(args)]
-    return summary + [dict(describe(v), name=k) for k, v in kwargs.items()]
+    return summary + [dict(describe(v), name=k) for k, v in kwargs.items()], part
 
 
 def _names(spec, count):
@@ -213,6 +219,8 @@ def wrap(owner, qualname, recorder):
     for part in classes:
         owner = getattr(owner, part)
     raw = owner.__dict__[name] if classes else getattr(owner, name)
+    if isinstance(raw, (property, type)) or not callable(getattr(raw, "__func__", raw)):
+        return  # not a function: never wrapped, the CLI says it was never called
     kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
     func = raw.__func__ if kind else raw
     if getattr(func, "__iket_extract__", False):
@@ -222,8 +230,6 @@ def wrap(owner, qualname, recorder):
     def recorded(*args, **kwargs):
         return recorder.call(func, args, kwargs)
 
-    import functools
-
     recorded = functools.wraps(func)(recorded)
     recorded.__iket_extract__ = True
     setattr(owner, name, kind(recorded) if kind else recorded)
@@ -232,8 +238,6 @@ def wrap(owner, qualname, recorder):
 def _parameters(func):
     """FUNC's positional parameter names, to name the saved arguments."""
     try:
-        import inspect
-
         kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         return [p.name for p in inspect.signature(func).parameters.values() if p.kind in kinds]
     except (TypeError, ValueError):
@@ -252,7 +256,7 @@ def _module_matches(module, spec):
 
 def install():
     """Set up the record run in this process (called by the start-up hook)."""
-    spec = json.loads(os.environ[SPEC_ENV])
+    spec = json.loads(os.environ[SPEC_ENV])  # before FUNC is wrapped: json may be FUNC's module
     recorder = Recorder(spec)
     target = spec["module"]
     name = os.path.splitext(os.path.basename(target))[0] if target.endswith(".py") else target

@@ -13,22 +13,26 @@ Runs in the user's interpreter; imports torch or numpy only if the saved calls h
 
 import importlib
 import importlib.util
-import json
 import os
 import sys
 
-from iket_saved import CHECK, DIR_ENV, INDEX, load, write_json
+from iket_load import load_part
+from iket_saved import CHECK, DAMAGE, DAMAGED, DIR_ENV, Damaged, check_files, read_index, write_json
 
 #: How many differences a comparison names before it stops looking.
 MAX_DIFFERENCES = 5
 
 
-def function(index):
-    """The original FUNC, imported as the record run found it."""
-    module_name = index["module"]
-    path0 = index.get("path0")
-    if path0:
-        sys.path[0] = path0
+def function(index, capture):
+    """The original FUNC, imported as the record run found it: from under its source root
+    (``path0``), which lies outside the capture (:class:`Damaged` otherwise)."""
+    module_name, root = index["module"], os.path.realpath(index["path0"] or ".")
+    if _under(root, capture):
+        raise Damaged(f"path0 {index['path0']} lies inside the capture: a capture's code is never imported")
+    sys.path[0] = root
+    origin = module_name if module_name.endswith(".py") else getattr(_find(module_name), "origin", None)
+    if not origin or not _under(origin, root) or _under(origin, capture):
+        raise Damaged(f"module {module_name} is not found under its source root {root}, outside the capture")
     if module_name.endswith(".py"):
         name = os.path.splitext(os.path.basename(module_name))[0]
         spec = importlib.util.spec_from_file_location(name, module_name)
@@ -43,6 +47,19 @@ def function(index):
         owner = getattr(owner, part)
     raw = owner.__dict__[name] if classes else getattr(owner, name)
     return raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+
+
+def _find(name):
+    """Where module ``name`` would be imported from (its parents are imported to find it)."""
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+
+
+def _under(path, root):
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def differences(got, want, where="result"):
@@ -94,20 +111,36 @@ def _tensor_differences(torch, got, want, where):
 def main():
     """Replay every saved call (the passes' function target)."""
     folder = os.environ[DIR_ENV]
-    with open(os.path.join(folder, INDEX)) as source:
-        index = json.load(source)
-    func = function(index)
+    try:
+        index = read_index(folder)
+        check_files(folder, index)
+        func = function(index, os.path.dirname(os.path.realpath(folder)))
+    except Damaged as damage:
+        _damaged(folder, None, damage)
     checks = []
     for call in index["calls"]:
         saved = os.path.join(folder, call["folder"])
-        args, kwargs = load(saved, "inputs.pkl")
+        try:
+            args, kwargs = load_part(saved, "inputs", call["parts"]["inputs"], index["path0"])
+            want = load_part(saved, "result", call["parts"]["result"], index["path0"])
+        except Damaged as damage:
+            _damaged(folder, call["call"], damage)
         result = func(*args, **kwargs)
         _synchronize()
-        found = differences(result, load(saved, "result.pkl"))
+        found = differences(result, want)
         checks.append({"call": call["call"], "equal": not found, "differences": found})
         for difference in found:
             print(f"iket: warning: call {call['call']} of {index['function']}: {difference}", file=sys.stderr)
     write_json(os.path.join(folder, CHECK), {"calls": checks})
+
+
+def _damaged(folder, call, damage):
+    """Tell the CLI which saved call is damaged and how, and end with :data:`DAMAGED`."""
+    write_json(os.path.join(folder, DAMAGE), {"call": call, "message": str(damage)})
+    print(f"iket: the saved calls are damaged: {damage}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(DAMAGED)
 
 
 def _synchronize():
