@@ -191,6 +191,10 @@ def probe_cache(env: dict[str, str]) -> Path:
     of = probes.stack(tool.version, machine.query_gpus())
     path = probes.cache_file(env, of)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():  # what the last case left there (a FIFO, a link...)
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
     probe = {"name": "fp32 GEMM", "verdict": "survives", "detail": "ran to its end", "seconds": 1.0}
     path.write_text(json.dumps({"stack": of, "probed_at": "2026-12-06T00:00:00+00:00", "probes": [probe]}))
     return path

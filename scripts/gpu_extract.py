@@ -215,26 +215,23 @@ def test_replay_trusts_only_what_was_recorded_here(work, tmp_path):
     import pickle
 
     elsewhere = {**os.environ, "IKET_CACHE_DIR": str(tmp_path / "another-user")}
-    refused = subprocess.run(
-        [sys.executable, "-m", "iket_cli", "profile", "--replay", "ext", "-o", "foreign"],
-        cwd=work,
-        env=elsewhere,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
+
+    def replay(*extra: str) -> subprocess.CompletedProcess:  # as another user of this machine
+        argv = [sys.executable, "-m", "iket_cli", "profile", "--replay", "ext", "-o", "foreign", *extra]
+        return subprocess.run(
+            argv,
+            cwd=work,
+            env=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
+
+    refused = replay()
     keep_text(f"replay_{KERNEL}_refused.err", refused.stderr)
     assert refused.returncode == 2 and "not recorded by you on this machine" in refused.stderr, refused.stderr
-    trusted = subprocess.run(
-        [sys.executable, "-m", "iket_cli", "profile", "--replay", "ext", "-o", "foreign", "--trust-replay"],
-        cwd=work,
-        env=elsewhere,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
+    trusted = replay("--trust-replay")
     keep_text(f"replay_{KERNEL}_trusted.err", trusted.stderr)
     assert trusted.returncode == 0, trusted.stderr
     planted = work / "planted"

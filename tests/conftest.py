@@ -91,6 +91,26 @@ def replay(name: str) -> dict:
     return {"IKET_DOUBLE_CAPTURE": str(FIXTURES / name)}
 
 
+def profile_double(double: Path, cwd: Path, *args, env: dict | None = None, timeout: float = 120) -> Result:
+    """``iket profile --run-iket DOUBLE ARGS`` in ``cwd``, the affine capture replayed after
+    each pass (``env`` adds to or overrides that)."""
+    return run_iket(
+        "profile",
+        "--run-iket",
+        double,
+        *args,
+        cwd=cwd,
+        env={**replay("affine"), **(env or {})},
+        timeout=timeout,
+    )
+
+
+def with_path(folder: Path) -> dict:
+    """``PYTHONPATH`` with ``folder`` first (a test's ``sitecustomize``), the caller's after it."""
+    rest = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": str(folder) + (os.pathsep + rest if rest else "")}
+
+
 def kept(tmp_path: Path, name: str) -> Path:
     """A copy of the kept capture ``tests/fixtures/<name>`` with its final artifacts removed:
     only the raw data is left, as ``--keep`` leaves it before decoding."""

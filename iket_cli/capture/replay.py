@@ -47,6 +47,13 @@ def from_capture(folder: Path, cwd: Path, env: dict[str, str], trust: bool) -> t
     source = _confined(index, folder, name)
     found = _trusted(saved, index, name, env, trust)
     target = data["target"]
+    args = target.get("args") or []
+    if not all(isinstance(target.get(k), str) for k in ("kind", "spec")) or not all(
+        isinstance(a, str) for a in args
+    ):
+        raise UsageError(
+            f"--replay {name}: its manifest's target is not a target", hint="record the calls again"
+        )
     extract = Extract(
         function=index["function"],
         module=index["module"],
@@ -61,7 +68,7 @@ def from_capture(folder: Path, cwd: Path, env: dict[str, str], trust: bool) -> t
         saved=signature(index),
         digest=found,
     )
-    return Target(str(target["kind"]), str(target["spec"]), tuple(target.get("args") or ())), extract
+    return Target(target["kind"], target["spec"], tuple(args)), extract
 
 
 def checked_index(saved: Path, name: str) -> dict[str, Any]:

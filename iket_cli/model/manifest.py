@@ -209,6 +209,15 @@ def validate(data: Any) -> list[str]:
         errors += _repeat(repeat, f"repeats[{i}].")
     if data.get("command") is not None and not all(isinstance(w, str) for w in data["command"]):
         errors.append("command is not a list of words")
+    for i, finding in enumerate(data.get("lint") or []):
+        if not (
+            isinstance(finding, dict)
+            and all(isinstance(finding.get(k), str) for k in ("code", "message"))
+            and all(k in finding and isinstance(finding[k], (str, type(None))) for k in ("kernel", "hint"))
+        ):
+            errors.append(f"lint[{i}] is not a finding")
+    if not all(isinstance(line, str) for line in data.get("drift") or []):
+        errors.append("drift is not a list of sentences")
     if data.get("extract") is not None:
         errors += _extract(data["extract"])
     return errors

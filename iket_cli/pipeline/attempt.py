@@ -159,10 +159,17 @@ def keep_evidence(
     else:
         error.failed_dir = where
         note = f"evidence kept in {where}"
+        _moved(error, staging.capture_dir, where)
         if isinstance(error, InjectionCrash):
             error.details += [*launched_before(where), *injection_warnings(where), *probed(plan, facts)]
     error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
+
+
+def _moved(error: IketError, staging: Path, where: Path) -> None:
+    """The staging folder a message names is gone: name the same file in ``DIR.failed/``."""
+    error.message = error.message.replace(str(staging), str(where))
+    error.details = [line.replace(str(staging), str(where)) for line in error.details]
 
 
 def _known_cause(error: InjectionCrash, procs_file: Path) -> None:

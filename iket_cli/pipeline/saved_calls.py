@@ -119,9 +119,13 @@ def damaged(plan: Plan, staging: Staging) -> IketError | None:
     if said is None:
         return None
     where = plan.extract.replay_of or "this capture"
-    call = f"call {said['call']} of " if said.get("call") else ""
+    what = (
+        f"the saved call {said['call']} in {where} is"
+        if said.get("call")
+        else f"the saved calls in {where} are"
+    )
     return UsageError(
-        f"the saved {call}calls in {where} are damaged: {said['message']}",
+        f"{what} damaged: {said['message']}",
         hint="record the calls again: iket profile WORKLOAD --extract MODULE:FUNC -o DIR",
     )
 

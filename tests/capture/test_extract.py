@@ -18,7 +18,7 @@ import pytest
 
 from iket_cli.model import manifest
 
-from conftest import replay, run_iket, snapshot, start_iket
+from conftest import profile_double, replay, run_iket, snapshot, start_iket
 
 KERNELS = '''
 import json, os
@@ -89,15 +89,7 @@ def work(tmp_path: Path) -> Path:
 
 def extract(double, work: Path, *args, env: dict | None = None, timeout: float = 120):
     """``iket profile`` with the double, the affine capture replayed after each pass."""
-    return run_iket(
-        "profile",
-        "--run-iket",
-        double,
-        *args,
-        cwd=work,
-        env={**replay("affine"), **(env or {})},
-        timeout=timeout,
-    )
+    return profile_double(double, work, *args, env=env, timeout=timeout)
 
 
 def launch(double, work: Path, *args, env: dict | None = None):

@@ -150,6 +150,13 @@ MANIFEST_EDITS = [
         "replay.calls is not a list",
     ),
     ("command [1, 2]", lambda m: m.update(command=[1, 2]), "command is not a list of words"),
+    ("lint ['x']", lambda m: m.update(lint=["x"]), "lint[0] is not a finding"),
+    (
+        "lint without hint",
+        lambda m: m.update(lint=[{"code": "c", "message": "m", "kernel": None}]),
+        "lint[0]",
+    ),
+    ("drift [5]", lambda m: m.update(drift=[5]), "drift is not a list of sentences"),
     (
         "uninstrumented without kernel",
         lambda m: m["processes"][0].update(uninstrumented=[{"launches": 3}]),

@@ -20,6 +20,8 @@ import pytest
 from iket_cli.capture import probes
 from iket_cli.system import machine
 
+from conftest import with_path
+
 #: Makes every probe sleep in the pass that runs it (the CLI itself is left alone).
 SLOW_PROBE = "import sys, time\nif sys.argv[0].endswith('probe.py'):\n    time.sleep(120)\n"
 
@@ -45,7 +47,7 @@ def slow(gpu_env, tmp_path) -> dict:
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(SLOW_PROBE)
-    return {**gpu_env, "PYTHONPATH": str(hook)}
+    return {**gpu_env, **with_path(hook)}
 
 
 def probing(harness, started, seconds: float = 60) -> None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import replay, run_iket
+from conftest import profile_double, replay, run_iket
 
 KERNELS = """
 import functools
@@ -50,7 +50,7 @@ def refused(result, said: str) -> None:
 
 
 def profile(double, work, *args):
-    return run_iket("profile", "--run-iket", double, *args, cwd=work, env=replay("affine"), timeout=60)
+    return profile_double(double, work, *args, timeout=60)
 
 
 @pytest.mark.parametrize(

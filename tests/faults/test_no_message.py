@@ -15,7 +15,7 @@ import pytest
 
 from iket_cli.model import manifest
 
-from conftest import FIXTURES, snapshot
+from conftest import FIXTURES, snapshot, with_path
 
 TRACE = "iket_pid_0x204.trace.json"
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -439,6 +439,47 @@ def test_a_decode_worker_killed_by_sigkill_is_said_so(harness):
     hook = harness.work / "oom"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(OOM_KILLED)
-    result = harness.run("postprocess", "kept", "--format", "json", env={"PYTHONPATH": str(hook)})
+    result = harness.run("postprocess", "kept", "--format", "json", env=with_path(hook))
     harness.check(result, 1, "a decode worker was killed (signal 9, SIGKILL: out of memory?)")
     assert "corrupt" not in result.stderr and "--jobs 1" in result.stderr, result
+
+
+def _big_damaged(where: Path) -> Path:
+    """keep256's raw capture (split by launch and CTA chunk: 11.8 MB) that makes NVIDIA's
+    decoder abort on every part (``meta.version = 9``)."""
+    import tarfile
+
+    with tarfile.open(FIXTURES / "keep256_raw.tar.xz") as archive:
+        archive.extractall(where, filter="data")
+    raw = where / "keep256" / "iket" / "pid_0x238"
+    record = raw / "iket.data.json"
+    data = json.loads(record.read_text())
+    data["meta"]["version"] = 9
+    record.write_text(json.dumps(data))
+    return raw
+
+
+@pytest.mark.parametrize("fmt", ["json", "perfetto", "all"])
+def test_a_split_decode_that_crashes_leaves_no_part(harness, fmt):
+    """Issue 50, D1: after a decoder crash in a split export, no ``.part*``/``.pfpart*`` input
+    is left beside the raw capture."""
+    raw = _big_damaged(harness.work)
+    result = harness.run("postprocess", raw.parent.parent, "--format", fmt, timeout=300)
+    harness.check(result, 1, "NVIDIA's decoder crashed (signal 6, SIGABRT)")
+    assert sorted(p.name for p in raw.iterdir()) == ["iket.data.bin", "iket.data.json", "iket.injection.log"]
+
+
+def test_a_capture_whose_split_decode_crashes_keeps_clean_evidence(harness):
+    """D1 in a capture: DIR.failed/ holds the raw capture and no split input, and the error
+    names the raw file where it now is (the staging folder is gone)."""
+    raw = _big_damaged(harness.work / "source")
+    recorded = harness.work / "recorded"
+    shutil.copytree(FIXTURES / "affine" / "tracker", recorded / "tracker")
+    shutil.copytree(raw, recorded / "iket" / "pid_0x204")
+    shutil.copy(raw.parent / "iket.config.json", recorded / "iket" / "iket.config.json")
+    result = harness.profile("-o", "big", "w.py:workload", env={"IKET_DOUBLE_CAPTURE": str(recorded)})
+    harness.check(result, 1, "NVIDIA's decoder crashed", previous=False)
+    kept = harness.work / "big.failed" / "iket" / "pid_0x204"
+    assert sorted(p.name for p in kept.iterdir()) == ["iket.data.bin", "iket.data.json", "iket.injection.log"]
+    error = next(line for line in result.stderr.splitlines() if line.startswith("iket: error:"))
+    assert ".iket-staging-" not in error and str(kept / "iket.data.json") in error, result

@@ -22,7 +22,7 @@ from faults.conftest import MARK, marked_processes
 
 from iket_cli.model import manifest
 
-from conftest import replay, run_iket, snapshot
+from conftest import profile_double, replay, run_iket, snapshot, with_path
 
 KERNELS = """
 import os
@@ -72,15 +72,7 @@ def work(tmp_path: Path) -> Path:
 
 
 def cli(double, work: Path, *args, env: dict | None = None, timeout: float = 120):
-    return run_iket(
-        "profile",
-        "--run-iket",
-        double,
-        *args,
-        cwd=work,
-        env={**replay("affine"), **(env or {})},
-        timeout=timeout,
-    )
+    return profile_double(double, work, *args, env=env, timeout=timeout)
 
 
 def recorded(
@@ -318,7 +310,7 @@ def test_the_replay_checks_again_and_exits_with_a_status_of_its_own(work, double
         "if d and os.environ.get('IKET_INJECTION_CONFIG'):\n"
         "    open(os.path.join(d, 'call-1', 'inputs', '0.bin'), 'wb').write(bytes(8))\n"
     )
-    result = cli(double, work, "--replay", "xc", "-o", "again", env={"PYTHONPATH": str(work)})
+    result = cli(double, work, "--replay", "xc", "-o", "again", env=with_path(work))
     refused(result, "the saved calls in")
     assert "call-1/inputs/0.bin holds 8 bytes, 64 expected" in result.stderr, result
     assert manifest.read(work / "again.failed")["status"] == "failed"
