@@ -137,14 +137,14 @@ def cached(env: dict[str, str], of: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _is_table(table: Any, of: dict[str, Any]) -> bool:
-    if not isinstance(table, dict) or table.get("stack") != of or not isinstance(table.get("probed_at"), str):
+    if not isinstance(table, dict) or table.get("stack") != of or not jsonio.is_text(table.get("probed_at")):
         return False
     found = table.get("probes")
     return isinstance(found, list) and all(
         isinstance(p, dict)
-        and isinstance(p.get("name"), str)
+        and jsonio.is_text(p.get("name"))
         and p.get("verdict") in (*LASTING, FAILED, TIMEOUT)
-        and isinstance(p.get("detail"), str)
+        and jsonio.is_text(p.get("detail"))
         and isinstance(p.get("seconds"), (int, float))
         and not isinstance(p.get("seconds"), bool)
         for p in found

@@ -50,6 +50,10 @@ def read_roles(path: Path) -> Roles:
         raise ManifestError(f"{path} has no warps table", hint="give the kernel_symbols.json CuTe DSL wrote")
     roles: dict[str, tuple[int, int]] = {}
     for name, span in warps.items():
+        if not jsonio.is_text(name):
+            raise ManifestError(
+                f"{path}: a role's name is not text", hint="give the kernel_symbols.json CuTe DSL wrote"
+            )
         span = span if isinstance(span, dict) else {}
         first, end = span.get("warp_start"), span.get("warp_end")
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (first, end)) or end <= first:
@@ -88,11 +92,12 @@ def read_dag(path: Path) -> Dag:
         raise ManifestError(f"{path} has {len(edges):,} edges, more than the {MAX_EDGES:,} iket reads")
     found: dict[Edge, None] = {}  # each edge once, in the order given
     for number, edge in enumerate(edges):
-        if not isinstance(edge, dict) or not all(isinstance(edge.get(k), str) for k in ("source", "target")):
+        if not isinstance(edge, dict) or not all(jsonio.is_text(edge.get(k)) for k in ("source", "target")):
             raise ManifestError(f"{path}: edges[{number}] has no source and target region")
-        label, via = edge.get("label"), edge.get("via")
+        label, via = (v if jsonio.is_text(v) else None for v in (edge.get("label"), edge.get("via")))
         found[Edge(edge["source"], edge["target"], _text(label), _text(via))] = None
-    return Dag(str(data.get("name") or Path(path).name.removesuffix(DAG_SUFFIX)), list(found), Path(path))
+    name = data.get("name") if jsonio.is_text(data.get("name")) else None
+    return Dag(name or Path(path).name.removesuffix(DAG_SUFFIX), list(found), Path(path))
 
 
 def capture_folder(location: Path) -> Path:

@@ -32,6 +32,18 @@ def parse(text: str | bytes) -> Any:
         raise ValueError("nested too deeply to be read") from None
 
 
+def is_text(value: Any) -> bool:
+    """A string that can be written out: JSON can spell a lone surrogate (``\\udcff``), which
+    no file or terminal takes."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class NotRegular(ValueError):
     """The path is a FIFO, a device or a folder: nothing iket reads as a file."""
 

@@ -207,8 +207,12 @@ def validate(data: Any) -> list[str]:
         errors += _process(process, f"processes[{i}].")
     for i, repeat in enumerate(data.get("repeats") or []):
         errors += _repeat(repeat, f"repeats[{i}].")
+    if errors:  # the optional keys' types are wrong: their contents are not looked into
+        return errors
     if data.get("command") is not None and not all(isinstance(w, str) for w in data["command"]):
         errors.append("command is not a list of words")
+    if not all(isinstance(g, dict) for g in data["versions"].get("gpus") or []):
+        errors.append("versions.gpus is not a list of GPUs")
     for i, finding in enumerate(data.get("lint") or []):
         if not (
             isinstance(finding, dict)
@@ -259,6 +263,10 @@ def _extract(extract: dict) -> list[str]:
     return errors
 
 
+def _dims(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 3 and all(_is_int(v) for v in value)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -287,8 +295,10 @@ def _process(process: Any, prefix: str) -> list[str]:
     for j, untraced in enumerate(process.get("uninstrumented") or []):
         if not (isinstance(untraced, dict) and isinstance(untraced.get("kernel"), str)):
             errors.append(f"{prefix}uninstrumented[{j}] has no kernel")
-        elif not _is_int(untraced.get("launches")):
+        elif not _is_int(untraced.get("launches")) or not isinstance(untraced.get("short"), str):
             errors.append(f"{prefix}uninstrumented[{j}] has no launches count")
+        elif not all(_dims(untraced.get(key)) for key in ("grid", "block")):
+            errors.append(f"{prefix}uninstrumented[{j}] has no grid and block")
     for j, site in enumerate(process.get("payload_sites") or []):
         if not (isinstance(site, dict) and all(isinstance(site.get(k), str) for k in ("op", "name"))):
             errors.append(f"{prefix}payload_sites[{j}] has no op and name")

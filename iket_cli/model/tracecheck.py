@@ -36,6 +36,8 @@ def checked(trace):
     for number, launch in enumerate(trace.launches):
         if not isinstance(launch.kernel, str) or not _dims(launch.grid) or not _dims(launch.block):
             raise ManifestError(f"{where}: launch {number} has no kernel name, grid or block", hint=hint)
+        if not isinstance(launch.grid_id, int) or isinstance(launch.grid_id, bool):
+            raise ManifestError(f"{where}: launch {number} has no gridId", hint=hint)
         for kind in ("ranges", "markers", "warps"):
             if not _aligned(getattr(launch, kind)):
                 raise ManifestError(f"{where}: launch {number} has {kind} of uneven columns", hint=hint)

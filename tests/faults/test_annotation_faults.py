@@ -100,6 +100,17 @@ def test_a_dag_that_is_a_fifo_or_endless_is_refused(harness, pipe, command, plan
         assert result.code == 2 and len(errors) == 1 and DAG in errors[0], result
 
 
+@pytest.mark.parametrize("command", READERS[:4], ids=lambda c: " ".join(c[:1] + c[2:3]))
+def test_a_region_name_that_is_no_text(harness, pipe, command):
+    """A lone surrogate (JSON spells it ``\\udcff``) as a region: no file or terminal takes it."""
+    text = (pipe / DAG).read_text()
+    dag = json.loads(text)
+    source = dag["edges"][0]["source"]
+    (pipe / DAG).write_text(text.replace(f'"{source}"', '"\\udcff"'))
+    result = harness.run(*command)
+    harness.check(result, 2, "edges[0] has no source and target region")
+
+
 def test_duplicate_edges_are_read_once_and_too_many_refused(harness, pipe):
     dag = json.loads((pipe / DAG).read_text())
     dag["edges"] = dag["edges"] * 2000
@@ -157,10 +168,20 @@ MANIFEST_EDITS = [
         "lint[0]",
     ),
     ("drift [5]", lambda m: m.update(drift=[5]), "drift is not a list of sentences"),
+    ("lint 5", lambda m: m.update(lint=5), "lint should be list"),
+    ("extract 'x'", lambda m: m.update(extract="x"), "extract should be dict/null"),
+    ("gpus [true]", lambda m: m["versions"].update(gpus=[True]), "versions.gpus is not a list of GPUs"),
     (
         "uninstrumented without kernel",
         lambda m: m["processes"][0].update(uninstrumented=[{"launches": 3}]),
         "uninstrumented[0] has no kernel",
+    ),
+    (
+        "uninstrumented grid 5",
+        lambda m: m["processes"][0].update(
+            uninstrumented=[{"kernel": "k", "short": "k", "launches": 1, "grid": 5, "block": [1, 1, 1]}]
+        ),
+        "uninstrumented[0] has no grid and block",
     ),
     (
         "payload_sites string",

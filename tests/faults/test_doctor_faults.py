@@ -111,18 +111,35 @@ GOOD = {"name": "fp32 GEMM", "verdict": "survives", "detail": "ran to its end un
     [
         "[]",
         "null",
-        '{"probes": 5}',
+        '{"probes": 5, "probed_at": "x"}',
         {"probes": [5], "probed_at": "x"},
         {"probes": [{"name": 1}], "probed_at": "x"},
         {"probes": [{**GOOD, "verdict": "maybe"}], "probed_at": "x"},
         {"probes": [{**GOOD, "seconds": "1"}], "probed_at": "x"},
         {"probes": [GOOD], "probed_at": 5},
         "{" * 100_000,
+        json.dumps({"probes": [{**GOOD, "detail": "\udcff"}], "probed_at": "x"}),
     ],
-    ids=["list", "null", "probes 5", "probe 5", "name 1", "verdict", "seconds", "probed_at", "deep"],
+    ids=[
+        "list",
+        "null",
+        "probes 5",
+        "probe 5",
+        "name 1",
+        "verdict",
+        "seconds",
+        "probed_at",
+        "deep",
+        "surrogate",
+    ],
 )
 def test_a_cache_of_another_shape_is_probed_again(harness, gpu_env, table):
-    _write_cache(gpu_env, _stack(gpu_env), table)
+    of = _stack(gpu_env)
+    if isinstance(table, dict):  # this stack's table, with one thing of another shape
+        table = {"stack": of, **table}
+    elif table.startswith('{"probes"'):
+        table = json.dumps({"stack": of, **json.loads(table)})
+    _write_cache(gpu_env, of, table)
     result = harness.run("doctor", "--gpu", "--json", env=gpu_env, timeout=300)
     assert result.code in (0, 1) and "Traceback" not in result.stderr, result
     assert json.loads(result.stdout)["gpu"]["cached"] is False

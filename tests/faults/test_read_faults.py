@@ -154,3 +154,17 @@ def test_a_manifest_made_by_postprocess_names_no_missing_log(harness):
     harness.check(result, 0, folder=folder)
     record = manifest.read(folder)
     assert record["log"] is None and not (folder / "iket.log").exists()
+
+
+def no_grid_id(data):
+    data["launches"][0]["gridId"] = "\udcff"
+
+
+@pytest.mark.parametrize(
+    "command", [*COMMANDS, ["export", "-o", "tables", "--format", "csv"]], ids=lambda c: c[0]
+)
+def test_a_launch_whose_grid_id_is_not_a_number(harness, command):
+    """Issue 50's battery (seed 1199): a gridId that is text reached pyarrow (a traceback)."""
+    mutated(harness.work / "bad.trace.json", no_grid_id)
+    result = harness.run(command[0], "bad.trace.json", *command[1:])
+    harness.check(result, 2, "launch 0 has no gridId")

@@ -284,6 +284,11 @@ DAMAGE = [
         _index(lambda i: {**i, "calls": [{**i["calls"][0], "folder": "../../x"}]}),
         "is not call-N",
     ),
+    (
+        "arguments [1.5]",
+        _index(lambda i: {**i, "calls": [{**i["calls"][0], "arguments": [1.5]}]}),
+        "list of objects",
+    ),
     ("no module", _index(lambda i: {k: v for k, v in i.items() if k != "module"}), "module is not a name"),
     ("old version", _index(lambda i: {**i, "version": 1}), "saved by another iket"),
     ("deep", _deep, "calls.json is not JSON"),

@@ -168,7 +168,9 @@ def check_index(index):
         _need(folder not in folders, f"{where}.folder", "is listed twice")
         folders.add(folder)
         _need(_count(call.get("bytes")), f"{where}.bytes", "is not a size")
-        _need(isinstance(call.get("arguments", []), list), f"{where}.arguments", "is not a list")
+        arguments = call.get("arguments", [])
+        _need(isinstance(arguments, list), f"{where}.arguments", "is not a list")
+        _need(all(isinstance(a, dict) for a in arguments), f"{where}.arguments", "is not a list of objects")
         parts = call.get("parts")
         _need(isinstance(parts, dict), f"{where}.parts", "is not an object")
         for part in PARTS:
@@ -217,17 +219,23 @@ def check_array(array, storages, where):
     _need(_count(offset), f"{where}.offset", "is not an offset")
     # Bytes, whatever the kind: a torch record counts its offset and strides in elements.
     scale = size if kind == "torch" else 1
-    low = high = offset * scale
+    span = extent(shape, [step * scale for step in strides], offset * scale, size)
+    _need(
+        span is None or (span[0] >= 0 and span[1] <= storages[number]["bytes"]),
+        where,
+        f"views bytes {span and span[0]}..{span and span[1]} of a storage of {storages[number]['bytes']}",
+    )
+
+
+def extent(shape, strides, offset, size):
+    """The bytes ``[low, high)`` an array views (strides and offset in bytes); None if empty."""
+    low = high = offset
     for length, step in zip(shape, strides):  # noqa: B905  (any Python 3 runs this file)
         if length == 0:
-            return  # an empty array views nothing
-        reach = (length - 1) * step * scale
+            return None
+        reach = (length - 1) * step
         low, high = low + min(reach, 0), high + max(reach, 0)
-    _need(
-        low >= 0 and high + size <= storages[number]["bytes"],
-        where,
-        f"views bytes {low}..{high + size} of a storage of {storages[number]['bytes']}",
-    )
+    return low, high + size
 
 
 # -- the files ----------------------------------------------------------------------------

@@ -13,7 +13,16 @@ import os
 import pickle
 import sys
 
-from iket_saved import DISK_FULL_ERRNOS, DiskFull, OverLimit, Unsaveable, itemsize, pickle_name, storage_name
+from iket_saved import (
+    DISK_FULL_ERRNOS,
+    DiskFull,
+    OverLimit,
+    Unsaveable,
+    extent,
+    itemsize,
+    pickle_name,
+    storage_name,
+)
 
 
 class _Counted:
@@ -138,12 +147,8 @@ class Part:
 
 
 def _inside(array, offset, nbytes):
-    low = high = offset
-    for length, step in zip(array.shape, array.strides):  # noqa: B905  (any Python 3 runs this file)
-        if length == 0:
-            return True
-        low, high = low + min((length - 1) * step, 0), high + max((length - 1) * step, 0)
-    return low >= 0 and high + array.itemsize <= nbytes
+    span = extent(array.shape, array.strides, offset, array.itemsize)
+    return span is None or (span[0] >= 0 and span[1] <= nbytes)
 
 
 def _tensor_bytes(tensor, storage, torch):
