@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Issue 51's fixtures: what IKET loses without saying so, recorded on the GPU with raw run-iket
+# (--keep: the raw capture, the tracker pass, the injection logs at info) and through iket.
+#   source .gpu/gpu-env.sh; bash scripts/gpu_losses.sh        (the device tool; carry .gpu)
+# Cases: the seed kernel with --max-ts-cnt-per-warp 1 (it emits 3 a warp); multi_kernel.py with
+# 3 (scale_loop emits 12 a warp, copy_kernel 2); graph_affine.py (a kernel in a CUDA graph).
+# Also: the seed kernel at the default log level and at info, timed (the log's cost).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/iket-gpu-out}
+keep=/tmp/iket-losses
+rm -rf "$keep"; mkdir -p "$keep" "$out"
+export PYTHONPATH=$PWD/examples:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$keep/gpu.txt"
+raw() {  # name, log level, max ts (or ""), python code
+  local name=$1 level=$2 budget=$3 code=$4 start end
+  start=$(date +%s.%N)
+  run-iket --log-level "$level" --output-dir "$keep/$name" profile --keep --postprocess json \
+    ${budget:+--max-ts-cnt-per-warp $budget} -- python3 -c "$code" > "$keep/$name.console.txt" 2>&1
+  echo "exit $?" >> "$keep/$name.console.txt"
+  end=$(date +%s.%N)
+  echo "$name: $(tail -1 "$keep/$name.console.txt"), $(python3 -c "print(round($end - $start, 2))") s"
+}
+AFFINE="import profile_affine as p; p.workload()"
+MULTI="import multi_kernel as m; m.workload()"
+GRAPH="import graph_affine as g; g.workload()"
+raw budget1 info 1 "$AFFINE"
+raw budget1_warn warn 1 "$AFFINE"
+raw multi3 info 3 "$MULTI"
+raw multi3_warn warn 3 "$MULTI"
+raw graph info "" "$GRAPH"
+raw graph_warn warn "" "$GRAPH"
+for level in error info error info; do raw "cost_$level" "$level" "" "$AFFINE"; done
+echo "== iket on the same cases (exit, summary)"
+for case in "budget1:--max-ts-cnt-per-warp 1 examples/profile_affine.py:workload" \
+            "multi3:--max-ts-cnt-per-warp 3 examples/multi_kernel.py:workload" \
+            "graph::examples/graph_affine.py:workload"; do
+  name=${case%%:*}; rest=${case#*:}; opts=${rest%%:*}; target=${rest#*:}
+  python3 -m iket_cli profile $opts "$target" -o "$keep/iket_$name" --json > "$keep/iket_$name.json" 2> "$keep/iket_$name.err"
+  echo "iket $name: exit $?"; python3 -m iket_cli show "$keep/iket_$name" > "$keep/iket_$name.show.txt" 2>&1
+  grep -vE "^\s*$" "$keep/iket_$name.show.txt" | head -4
+done
+echo "== what the injection logs say"
+for f in "$keep"/*/iket/pid_*/iket.injection.log; do echo "-- $f"; grep -vE "^\s*$" "$f" | cut -c1-220 | tail -6; done
+grep -h "IKET profiling operation failed" "$keep"/graph*.console.txt | head -3
+for t in "$keep"/budget1/iket_pid_*.trace.json "$keep"/multi3/iket_pid_*.trace.json "$keep"/graph/iket_pid_*.trace.json; do
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-2], [(l['kernelName'][:30], len(l['ranges']), len(l['markers'])) for l in d['launches']], 'graphLaunches', d.get('graphLaunches'))" "$t"
+done
+tar cJf "$out/gpu-losses.tar.xz" -C "$keep" .
+ls -la "$out"
