@@ -220,14 +220,7 @@ def summary(table: dict[str, Any]) -> str:
     return f"iket doctor --gpu ({table.get('probed_at', '?')}, this stack): {said}"
 
 
-def _probe(
-    name: str,
-    code: str,
-    tool: toolchain.RunIket,
-    env: dict[str, str],
-    python: str,
-    folder: Path,
-):
+def _probe(name: str, code: str, tool: toolchain.RunIket, env: dict[str, str], python: str, folder: Path):
     folder.mkdir(parents=True)
     script = folder / "probe.py"
     script.write_text(code + _END)

@@ -60,7 +60,7 @@ def from_capture(folder: Path, cwd: Path, env: dict[str, str], trust: bool) -> t
         qualname=index["qualname"],
         calls=tuple(int(c["call"]) for c in index["calls"]),
         max_bytes=0,
-        rank=int(index.get("rank") or 0) if isinstance(index.get("rank"), int) else 0,
+        rank=index["rank"] if isinstance(index.get("rank"), int) and index["rank"] >= 0 else 0,
         stop_after=True,
         path0=index["path0"],
         source=source,
@@ -148,8 +148,8 @@ def copy_saved(extract: Extract, folder: Path) -> dict[str, Any]:
     assert extract.replay_of is not None
     source = extract.replay_of / EXTRACT_DIR
     name = extract.replay_of.name
-    try:
-        index = checked_index(source, name)
+    try:  # each file is checked again as it is copied, and the whole against the digest
+        index = saved_format.read_index(str(source))
         copied = replay_trust.copy(source, folder, index)
     except saved_format.Damaged as damage:
         shutil.rmtree(folder, ignore_errors=True)

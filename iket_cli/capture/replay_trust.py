@@ -19,6 +19,7 @@ the opt-in, ``--trust-replay``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -27,7 +28,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..system import filesystem
 from . import trackers
-from ._hook.iket_saved import INDEX, Damaged, listed_files, open_regular
+from ._hook.iket_saved import INDEX, Damaged, listed_files, open_regular, read_index
 
 #: The opt-in that replays saved calls recorded elsewhere or by someone else.
 TRUST_FLAG = "--trust-replay"
@@ -39,19 +40,27 @@ def recorded_root(env: dict[str, str]) -> Path:
     return trackers.cache_root(env) / "recorded"
 
 
-def digest(folder: Path, index: dict) -> str:
-    """What the saved calls in ``folder`` are, byte for byte: their index and every listed file."""
+def digest(folder: Path, index: dict, into: Path | None = None) -> str:
+    """What the saved calls in ``folder`` are, byte for byte: their index and every listed file
+    (regular files of their recorded sizes, no link followed); with ``into``, also copied there."""
     hashed = hashlib.sha256()
     for name, size in [(INDEX, None), *listed_files(index)]:
         hashed.update(f"{name}\0".encode())
-        for block in _blocks(folder / name, size):
-            hashed.update(block)
+        with contextlib.ExitStack() as stack:
+            out = None
+            if into is not None:
+                (into / name).parent.mkdir(parents=True, exist_ok=True)
+                out = stack.enter_context(open(into / name, "xb"))
+            for block in _blocks(folder / name, size):
+                hashed.update(block)
+                if out is not None:
+                    out.write(block)
     return hashed.hexdigest()
 
 
-def remember(folder: Path, index: dict, env: dict[str, str]) -> None:
-    """Note, in the user's cache, that this user recorded these saved calls here."""
-    found = digest(folder, index)
+def remember(folder: Path, env: dict[str, str]) -> None:
+    """Note, in the user's cache, that this user recorded the saved calls in ``folder`` here."""
+    found = digest(folder, read_index(str(folder)))
     root = recorded_root(env)
     root.mkdir(parents=True, exist_ok=True)
     (root / found).write_text(f"{time.time():.0f} {folder}\n")
@@ -73,25 +82,16 @@ def refuse_unknown(name: str, found: str, env: dict[str, str], trust: bool) -> N
 
 
 def copy(source: Path, into: Path, index: dict) -> str:
-    """Copy the saved calls' listed files (regular files of their recorded sizes; nothing else,
-    no link followed) into the new folder ``into``; the digest of what was copied."""
-    hashed = hashlib.sha256()
+    """Copy the saved calls' listed files (and nothing else) into the new folder ``into``; the
+    digest of what was copied."""
     into.mkdir(parents=True)
     try:
-        for name, size in [(INDEX, None), *listed_files(index)]:
-            hashed.update(f"{name}\0".encode())
-            target = into / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "xb") as out:
-                for block in _blocks(source / name, size):
-                    hashed.update(block)
-                    out.write(block)
+        return digest(source, index, into)
     except OSError as error:
         if filesystem.is_full(error):
             needed = sum(size for _, size in listed_files(index))
             raise filesystem.disk_full(into.parent, needed, writing="the saved calls") from None
         raise UsageError(f"the saved calls cannot be copied: {error.strerror or error}") from None
-    return hashed.hexdigest()
 
 
 def _blocks(path: Path, size: int | None):

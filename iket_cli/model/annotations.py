@@ -57,13 +57,13 @@ def read_roles(path: Path) -> Roles:
         span = span if isinstance(span, dict) else {}
         first, end = span.get("warp_start"), span.get("warp_end")
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (first, end)) or end <= first:
-            raise ManifestError(f"{path}: role {str(name)[:60]!r} has no warp_start < warp_end")
+            raise ManifestError(f"{path}: role {name[:60]!r} has no warp_start < warp_end")
         if first < 0 or end > MAX_WARPS:
             raise ManifestError(
-                f"{path}: role {str(name)[:60]!r} names warps {first}..{end}, outside a CTA's {MAX_WARPS}",
+                f"{path}: role {name[:60]!r} names warps {first}..{end}, outside a CTA's {MAX_WARPS}",
                 hint="give the kernel_symbols.json CuTe DSL wrote for this kernel",
             )
-        roles[str(name)] = (first, end)
+        roles[name] = (first, end)
     return Roles(roles, Path(path))
 
 
@@ -95,7 +95,7 @@ def read_dag(path: Path) -> Dag:
         if not isinstance(edge, dict) or not all(jsonio.is_text(edge.get(k)) for k in ("source", "target")):
             raise ManifestError(f"{path}: edges[{number}] has no source and target region")
         label, via = (v if jsonio.is_text(v) else None for v in (edge.get("label"), edge.get("via")))
-        found[Edge(edge["source"], edge["target"], _text(label), _text(via))] = None
+        found[Edge(edge["source"], edge["target"], label, via)] = None
     name = data.get("name") if jsonio.is_text(data.get("name")) else None
     return Dag(name or Path(path).name.removesuffix(DAG_SUFFIX), list(found), Path(path))
 
@@ -124,12 +124,8 @@ def _json(path: Path, what: str) -> Any:
     """The file's JSON, read only if it is a regular file (a FIFO is never waited on) of at most
     :data:`MAX_BYTES`."""
     try:
-        return jsonio.read(path, MAX_BYTES, regular=True)
+        return jsonio.read(path, MAX_BYTES)
     except FileNotFoundError:
         raise ManifestError(f"{path} does not exist", hint=f"give {what}") from None
     except (OSError, ValueError, UnicodeDecodeError) as error:
         raise ManifestError(f"{path} is not {what}: {error}") from None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

@@ -48,17 +48,16 @@ class NotRegular(ValueError):
     """The path is a FIFO, a device or a folder: nothing iket reads as a file."""
 
 
-def read(path: str | os.PathLike, limit: int = MAX_BYTES, *, regular: bool = True) -> Any:
-    """The JSON value in ``path``, read only if it is at most ``limit`` bytes.
-
-    ``regular``: only a regular file is read (a link to one is followed): a FIFO would block
-    the reader forever and ``/dev/zero`` never ends, so both are :class:`NotRegular`. Raises
+def read(path: str | os.PathLike, limit: int = MAX_BYTES) -> Any:
+    """The JSON value in ``path``, read only if it is a regular file (a link to one is followed:
+    a FIFO would block the reader forever and ``/dev/zero`` never ends, so both are
+    :class:`NotRegular`) of at most ``limit`` bytes. Raises
     ``OSError`` as ``open`` does, ``ValueError`` (:class:`TooLarge` for a file over ``limit``)
     for anything that is not a JSON document iket can hold.
     """
     fd = os.open(Path(path), os.O_RDONLY | os.O_NONBLOCK)
     with open(fd, "rb") as handle:
-        if regular and not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegular("not a regular file")
         data = handle.read(limit + 1)
     if len(data) > limit:

@@ -67,7 +67,7 @@ def prepare(
         on_tick=staging.recorder.update,
         transcript=transcript,
     )
-    replay_trust.remember(folder, replay.checked_index(folder, staging.root.name), plan.env)
+    replay_trust.remember(folder, plan.env)
     transcript.reporter.info(
         f"recorded {_calls(facts)} of {chosen.function} ({facts['bytes'] / 1e6:.1f} MB) in "
         f"{facts['record']['seconds']:.1f} s; the passes replay only that"

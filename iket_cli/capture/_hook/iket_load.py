@@ -16,7 +16,7 @@ import os
 import pickle
 import sys
 
-from iket_saved import Damaged, pickle_name, storage_name
+from iket_saved import Damaged, pickle_name, storage_name, under
 
 #: Globals a part's pickle may name, by module: value types, never a callable with effects.
 ALLOWED = {
@@ -67,8 +67,6 @@ ALLOWED = {
     "numpy._core.multiarray": {"_reconstruct", "scalar"},
     "torch": {"Size", "device", "dtype"},
 }
-#: Modules whose value types above may be imported for a part (the replay imports no others).
-IMPORTABLE = ("numpy", "torch", "collections", "datetime", "decimal", "fractions", "copyreg")
 
 
 class Refused(pickle.UnpicklingError):
@@ -101,9 +99,7 @@ class Loader(pickle.Unpickler):
 def _allowed(module, name):
     if name not in ALLOWED.get(module, ()):
         return None
-    if module.split(".")[0] not in IMPORTABLE and module != "builtins":
-        return None
-    __import__(module)
+    __import__(module)  # one of ALLOWED's: the replay imports no other module for a pickle
     return getattr(sys.modules[module], name, None)
 
 
@@ -126,15 +122,10 @@ def _source_class(module, name, root):
     """A class of a module already imported from ``root`` (the user's own: FUNC's ``self``)."""
     owner = sys.modules.get(module)
     where = getattr(owner, "__file__", None)
-    if owner is None or not where or not root or not _under(where, root):
+    if owner is None or not where or not root or not under(where, root):
         return None
     value = getattr(owner, name, None)
     return value if isinstance(value, type) and value.__module__ == module else None
-
-
-def _under(path, root):
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def load_part(folder, name, record, root):

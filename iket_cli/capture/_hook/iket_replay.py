@@ -17,7 +17,17 @@ import os
 import sys
 
 from iket_load import load_part
-from iket_saved import CHECK, DAMAGE, DAMAGED, DIR_ENV, Damaged, check_files, read_index, write_json
+from iket_saved import (
+    CHECK,
+    DAMAGE,
+    DAMAGED,
+    DIR_ENV,
+    Damaged,
+    check_files,
+    read_index,
+    under,
+    write_json,
+)
 
 #: How many differences a comparison names before it stops looking.
 MAX_DIFFERENCES = 5
@@ -27,11 +37,11 @@ def function(index, capture):
     """The original FUNC, imported as the record run found it: from under its source root
     (``path0``), which lies outside the capture (:class:`Damaged` otherwise)."""
     module_name, root = index["module"], os.path.realpath(index["path0"] or ".")
-    if _under(root, capture):
+    if under(root, capture):
         raise Damaged(f"path0 {index['path0']} lies inside the capture: a capture's code is never imported")
     sys.path[0] = root
     origin = module_name if module_name.endswith(".py") else getattr(_find(module_name), "origin", None)
-    if not origin or not _under(origin, root) or _under(origin, capture):
+    if not origin or not under(origin, root) or under(origin, capture):
         raise Damaged(f"module {module_name} is not found under its source root {root}, outside the capture")
     if module_name.endswith(".py"):
         name = os.path.splitext(os.path.basename(module_name))[0]
@@ -55,11 +65,6 @@ def _find(name):
         return importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
-
-
-def _under(path, root):
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def differences(got, want, where="result"):

@@ -95,6 +95,12 @@ def storage_name(part, number):
     return f"{part}/{number}.bin"
 
 
+def under(path, root):
+    """Whether ``path`` is ``root`` or lies inside it, links resolved."""
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def itemsize(kind, dtype):
     """Bytes per element of a saved array's dtype, or None when it is not one iket saves."""
     if kind == "torch":
