@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$keep/gp
 raw() {  # name, log level, max ts (or ""), python code
   local name=$1 level=$2 budget=$3 code=$4 start end
   start=$(date +%s.%N)
-  run-iket --log-level "$level" --output-dir "$keep/$name" profile --keep --postprocess json \
+  run-iket --log-level "$level" --output-dir "$keep/$name" profile --keep --postprocess "${PP:-json}" \
     ${budget:+--max-ts-cnt-per-warp $budget} -- python3 -c "$code" > "$keep/$name.console.txt" 2>&1
   echo "exit $?" >> "$keep/$name.console.txt"
   end=$(date +%s.%N)
@@ -30,7 +30,6 @@ raw multi3 info 3 "$MULTI"
 raw multi3_warn warn 3 "$MULTI"
 raw graph info "" "$GRAPH"
 raw graph_warn warn "" "$GRAPH"
-for level in error info error info; do raw "cost_$level" "$level" "" "$AFFINE"; done
 echo "== iket on the same cases (exit, summary)"
 for case in "budget1:--max-ts-cnt-per-warp 1 examples/profile_affine.py:workload" \
             "multi3:--max-ts-cnt-per-warp 3 examples/multi_kernel.py:workload" \
@@ -46,5 +45,23 @@ grep -h "IKET profiling operation failed" "$keep"/graph*.console.txt | head -3
 for t in "$keep"/budget1/iket_pid_*.trace.json "$keep"/multi3/iket_pid_*.trace.json "$keep"/graph/iket_pid_*.trace.json; do
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-2], [(l['kernelName'][:30], len(l['ranges']), len(l['markers'])) for l in d['launches']], 'graphLaunches', d.get('graphLaunches'))" "$t"
 done
-tar cJf "$out/gpu-losses.tar.xz" -C "$keep" .
+echo "== the in-process session (no run-iket): what it says when it loses data"
+for probe in "s_budget1:--budget 1" "s_multi3:--multi --budget 3" "s_graph:--graph" "s_plain:" "s_plain_warn:--log 1"; do
+  name=${probe%%:*}
+  timeout 120 python3 scripts/gpu_session_probe.py "$keep/$name.trace.json" ${probe#*:} \
+    > "$keep/$name.out.txt" 2> "$keep/$name.err.txt"; echo "$name: exit $? $(tail -1 "$keep/$name.out.txt" | cut -c1-400)"
+  grep -ciE "warn|error|incomplete|dropped|graph" "$keep/$name.err.txt"
+done
+tar cJf "$out/gpu-losses.tar.xz" -C "$keep" --exclude='*.pftrace*' --exclude='*.html' --exclude='*.cubin' .
+echo "== the injection log's cost: the seed kernel and big_kernel (ITERS=256, 2 launches), error/warn/info in turn"
+for round in 1 2; do for level in error warn info; do PP=none raw "cost_$level$round" "$level" "" "$AFFINE"; done; done
+cp tests/fixtures/workloads/big_kernel.py /tmp/big_kernel.py
+BIG="import sys; sys.path.insert(0, '/tmp'); import big_kernel as b; b.workload()"
+for round in 1 2; do for level in error warn info; do
+  export ITERS=256 LAUNCHES=2; PP=none raw "big_$level$round" "$level" "" "$BIG"
+  du -sh "$keep/big_$level$round/iket" | cut -f1; wc -c "$keep"/big_$level$round/iket/pid_*/iket.injection.log | tail -1
+  rm -rf "$keep/big_$level$round"/iket_pid_* "$keep/big_$level$round"/iket/pid_*/iket.data.bin
+done; done
+tar cJf "$out/gpu-losses-cost.tar.xz" -C "$keep" --exclude='*.pftrace*' --exclude='*.html' --exclude='*.cubin' \
+  --exclude='*.data.bin' --exclude='*.trace.json' $(cd "$keep" && ls -d cost_* big_* *.console.txt 2>/dev/null)
 ls -la "$out"
