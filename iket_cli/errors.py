@@ -130,6 +130,11 @@ class DecodeError(CaptureError):
     """A raw capture could not be decoded (missing, truncated or corrupt files)."""
 
 
+class IncompleteCapture(CaptureError):
+    """``--strict``: the capture was published, but IKET lost some of its data (its manifest's
+    completeness record says what); ``iket run`` calls such a job ``incomplete``."""
+
+
 class NoInstrumentedKernelError(CaptureError):
     """The tracker pass saw no IKET-instrumented kernel launch."""
 

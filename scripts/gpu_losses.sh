@@ -25,20 +25,28 @@ AFFINE="import profile_affine as p; p.workload()"
 MULTI="import multi_kernel as m; m.workload()"
 GRAPH="import graph_affine as g; g.workload()"
 raw budget1 info 1 "$AFFINE"
-raw budget1_warn warn 1 "$AFFINE"
 raw multi3 info 3 "$MULTI"
-raw multi3_warn warn 3 "$MULTI"
 raw graph info "" "$GRAPH"
-raw graph_warn warn "" "$GRAPH"
-echo "== iket on the same cases (exit, summary)"
-for case in "budget1:--max-ts-cnt-per-warp 1 examples/profile_affine.py:workload" \
-            "multi3:--max-ts-cnt-per-warp 3 examples/multi_kernel.py:workload" \
-            "graph::examples/graph_affine.py:workload"; do
+echo "== iket on the same cases, and on whole ones (exit, completeness, lint)"
+for case in "budget1:--max-ts-cnt-per-warp 1:examples/profile_affine.py:workload" \
+            "multi3:--max-ts-cnt-per-warp 3:examples/multi_kernel.py:workload" \
+            "graph::examples/graph_affine.py:workload" \
+            "whole_affine::examples/profile_affine.py:workload" \
+            "whole_multi::examples/multi_kernel.py:workload" \
+            "whole_two_stage::examples/two_stage.py:workload"; do
   name=${case%%:*}; rest=${case#*:}; opts=${rest%%:*}; target=${rest#*:}
-  python3 -m iket_cli profile $opts "$target" -o "$keep/iket_$name" --json > "$keep/iket_$name.json" 2> "$keep/iket_$name.err"
-  echo "iket $name: exit $?"; python3 -m iket_cli show "$keep/iket_$name" > "$keep/iket_$name.show.txt" 2>&1
-  grep -vE "^\s*$" "$keep/iket_$name.show.txt" | head -4
+  timeout 150 python3 -m iket_cli profile $opts "$target" -o "$keep/iket_$name" --postprocess all --json \
+    > "$keep/iket_$name.json" 2> "$keep/iket_$name.err"
+  echo "iket $name: exit $?; $(grep -E "INCOMPLETE|captured" "$keep/iket_$name.err" | head -2 | cut -c1-300)"
+  python3 -c "import json,sys; c=json.load(open(sys.argv[1]+'/manifest.json')).get('completeness'); print('  complete:', c and c['complete'], [(l['cause'], l['short'], l['launches'], l['records'], l['needed']) for l in (c or {}).get('losses', [])], 'unchecked:', [u['source'] for u in (c or {}).get('unchecked', [])])" "$keep/iket_$name"
+  python3 -m iket_cli show "$keep/iket_$name" > "$keep/iket_$name.show.txt" 2>&1; echo "  show: exit $?"
+  python3 -m iket_cli lint "$keep/iket_$name" > "$keep/iket_$name.lint.txt" 2>&1; echo "  lint: exit $? $(grep -oE "\[[a-z-]+\]" "$keep/iket_$name.lint.txt" | sort | uniq -c | tr '\n' ' ')"
 done
+start=$(date +%s.%N)
+timeout 150 python3 -m iket_cli profile --max-ts-cnt-per-warp 3 --strict --tracker fresh examples/multi_kernel.py:workload \
+  -o "$keep/iket_strict" > /dev/null 2> "$keep/iket_strict.err"
+echo "iket --strict multi3: exit $? in $(python3 -c "import time; print(round(time.time() - $start, 1))") s; $(grep -c 'multi_kernel ok' "$keep/iket_strict.failed/iket.log" 2>/dev/null) workload run(s) finished"
+tail -3 "$keep/iket_strict.err" | cut -c1-300
 echo "== what the injection logs say"
 for f in "$keep"/*/iket/pid_*/iket.injection.log; do echo "-- $f"; grep -vE "^\s*$" "$f" | cut -c1-220 | tail -6; done
 grep -h "IKET profiling operation failed" "$keep"/graph*.console.txt | head -3

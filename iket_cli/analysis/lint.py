@@ -1,7 +1,10 @@
 """Instrumentation lint: the quiet ways an IKET capture goes wrong, found in its trace.
 
-* ``empty-launch``: a launch of an instrumented kernel with no event at all, most often a
-  kernel loaded from a compile cache (not instrumented). Not checked in a ``--warp-trace``
+* the capture's losses (its completeness record, :mod:`iket_cli.model.completeness`), each
+  a finding named for its cause: ``budget-drop``, ``graph-launch``, ``untraced-launch`` ...;
+* ``empty-launch``: a launch of an instrumented kernel with no event at all whose cause no
+  source names (a budget below what the kernel emits, a kernel loaded from a compile cache,
+  annotations on a path not taken: the hint lists them). Not checked in a ``--warp-trace``
   capture, which records no event by design (nor in a trace that has none at all and
   nothing beside it to say it was instrumented);
 * ``many-names``: more than 30 distinct event names in one kernel, which switches IKET to
@@ -28,10 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from ..model import rawevents
+from ..model.completeness import LINT_CODES, UNKNOWN
 from ..model.folder import beside
 from ..model.names import short as short_name
 from ..model.trace import Trace
 from ..model.vocab import PAYLOAD_TYPES, PUSH_POP, START_END, TIMER_STEP_NS, WARP_TRACE
+from .completeness import EMPTY_CANDIDATES
 from .launches import mode_of
 from .payloads import type_conflicts
 from .stats import any_distinct
@@ -53,10 +58,7 @@ UNPAIRED_HINT = (
     "give both stages a payload (the tile or stage index: range_start(name, payload)) so that iket "
     "pairs them by it, or let every warp of both stages run as many instances"
 )
-CACHE_HINT = (
-    "a kernel loaded from a compile cache is not instrumented: set CUTE_DSL_NO_CACHE=1 or "
-    "CUTE_DSL_DISABLE_FILE_CACHING=1 for CuTe DSL, or clear the TIRx cache"
-)
+EMPTY_HINT = "look for: " + "; ".join(EMPTY_CANDIDATES)
 
 
 @dataclass
@@ -82,7 +84,7 @@ def lint_file(path: Path, trace: Trace) -> list[Finding]:
     sites = (found.process or {}).get("payload_sites")
     dags = dags_for(path)
     unpaired = pair(trace, dags).undecided if dags else []
-    findings = lint(trace, raw=raw, sites=sites, mode=found.mode, unpaired=unpaired)
+    findings = lint(trace, raw=raw, sites=sites, mode=found.mode, unpaired=unpaired, losses=found.losses)
     if raw is None:
         findings += [
             Finding(f["code"], f["kernel"], f["message"], f["hint"])
@@ -99,25 +101,30 @@ def lint(
     sites: list[dict[str, Any]] | None = None,
     mode: str | None = None,
     unpaired: list | None = None,
+    losses: list[dict[str, Any]] | None = None,
 ) -> list[Finding]:
     """Every finding for ``trace``, kernel by kernel, in launch order; ``raw`` (the raw
     capture's event counts) adds ``unmatched``, ``sites`` (the payload types compiled)
     the ``payload-type`` findings the trace cannot show. ``mode`` is the capture's
     (vocab.MODES; None: unknown, then a trace without any event is taken for a warp trace).
-    ``unpaired`` (analysis/flows.Undecided) are DAG edges no rule could pair: ``unpaired-edge``."""
-    findings: list[Finding] = _compiled_payload_types(trace, sites or [])
+    ``unpaired`` (analysis/flows.Undecided) are DAG edges no rule could pair: ``unpaired-edge``.
+    ``losses``: the capture's completeness record for this trace: a finding each, and no
+    ``empty-launch`` for a kernel whose loss it already names."""
+    findings: list[Finding] = [_lost(loss) for loss in losses or []]
+    findings += _compiled_payload_types(trace, sites or [])
     findings += [_unpaired(u) for u in unpaired or []]
     kernels: dict[str, list] = {}
     events = mode_of(trace, mode) != WARP_TRACE
+    told = {loss["kernel"] for loss in losses or []}
     for number, launch in enumerate(trace.launches):
         kernels.setdefault(launch.kernel, []).append(launch)
-        if events and not _has_events(launch):
+        if events and not _has_events(launch) and launch.kernel not in told:
             findings.append(
                 Finding(
                     "empty-launch",
                     launch.kernel,
                     f"launch {number} of {short_name(launch.kernel)} recorded no event",
-                    CACHE_HINT,
+                    EMPTY_HINT,
                 )
             )
     for kernel, launches in kernels.items():
@@ -163,6 +170,12 @@ def lint(
                 )
             )
     return findings
+
+
+def _lost(loss: dict[str, Any]) -> Finding:
+    """A loss of the completeness record, as a finding named for its cause."""
+    code = LINT_CODES.get(loss["cause"], LINT_CODES[UNKNOWN])
+    return Finding(code, loss["kernel"], f"INCOMPLETE: {loss['message']}", loss["fix"])
 
 
 def _unpaired(undecided) -> Finding:

@@ -157,7 +157,7 @@ def summarize_capture(
                 label, path, trace, by=by, top=top, roles=roles, namer=namer, context=found, **filters
             )
     given = {name: value for name, value in filters.items() if value is not None}
-    if given and not any(p["kernels"] or p["launches"] or p["uninstrumented"] for p in result):
+    if given and not any(p["kernels"] or p["launches"] or p["uninstrumented"] or p["losses"] for p in result):
         shown = " ".join(
             f"{FILTER_FLAGS.get(k, k)} {text(v) if isinstance(v, tuple) else v}" for k, v in given.items()
         )
@@ -247,6 +247,7 @@ def summarize_loaded(
     quiet = launches_mod.quiet_kernels(loaded)
     mode = launches_mod.mode_of(loaded, found.mode)
     untraced = _matching(_untraced(found), filters)
+    losses = _matching(found.losses or [], filters)
     result = []
     for group, part, kernels in summed or summarize_groups(loaded, by=by, roles=roles, **filters):
         kernels = [k for k in kernels if k.kernel not in quiet and (k.ranges or k.markers)]
@@ -266,9 +267,10 @@ def summarize_loaded(
                     for u in untraced
                 ],
                 "findings": findings,
+                "losses": losses,
             }
         )
-        findings, untraced = [], []  # reported once per trace, with its first group
+        findings, untraced, losses = [], [], []  # reported once per trace, with its first group
     return result
 
 
@@ -280,12 +282,13 @@ def _untraced(found: Beside) -> list[dict]:
     return raw_untraced(found.raw) if found.raw is not None else []
 
 
-def _matching(untraced_kernels: list[dict], filters: dict[str, Any]) -> list[dict]:
-    """Untraced kernels have no location, launch index or range: only --kernel selects them."""
+def _matching(kernels: list[dict], filters: dict[str, Any]) -> list[dict]:
+    """Untraced kernels and losses have no location, launch index or range: only --kernel
+    selects them (a loss named for no kernel, a CUDA graph's, stays)."""
     if any(filters.get(key) is not None for key in ("range_name", "launch", "cta", "warp", "sm")):
         return []
     pattern = filters.get("kernel")
-    return [u for u in untraced_kernels if pattern is None or matches(pattern, u["kernel"])]
+    return [u for u in kernels if pattern is None or not u["kernel"] or matches(pattern, u["kernel"])]
 
 
 def to_json(processes: list[dict]) -> dict:

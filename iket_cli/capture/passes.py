@@ -20,10 +20,10 @@ from typing import IO, Any
 
 from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, IketError, Status
 from ..model.units import human_bytes
-from ..model.vocab import EXTRACT_DIR, OVERHEAD_DIR, PROCS_NAME, TRACKER_FRESH, WARM_LOG_NAME
+from ..model.vocab import EXTRACT_DIR, OVERHEAD_DIR, PROCS_NAME, TRACKER_DIR, TRACKER_FRESH, WARM_LOG_NAME
 from ..system import runner, spawn, tree
 from ..system.filesystem import is_full
-from . import extract, runiket, warm
+from . import budget, extract, runiket, warm
 from ._shim import STREAM_ENV, WARNINGS, WORKLOAD_WARNINGS_ENV
 from .events import Reporter
 from .hook import hook_env
@@ -108,15 +108,20 @@ class PassResult:
 
 
 class _Follower:
-    """Follows one run's lines: the phase, the announced buffer, the --max-buffer stop."""
+    """Follows one run's lines: the phase, the announced buffer, the --max-buffer stop, and
+    the budget against the tracker pass's count as the capture pass starts (``--strict``: stop)."""
 
-    def __init__(self, plan: Plan, transcript: Transcript, *, track_phases: bool) -> None:
+    def __init__(
+        self, plan: Plan, transcript: Transcript, *, track_phases: bool, tracker: Path | None = None
+    ) -> None:
         self.plan = plan
         self.transcript = transcript
         self.track_phases = track_phases
+        self.tracker = tracker  # the tracker pass's output folder, read as the capture pass starts
         self.phase = "setup"
         self.device_buffer: int | None = None
         self.stop = threading.Event()
+        self.stopped: CaptureError | None = None  # why a strict check stopped the run
 
     def __call__(self, line: runner.Line) -> None:
         self.transcript.write(line.text)
@@ -124,7 +129,7 @@ class _Follower:
             return  # the dying words of a tree iket is stopping: in the log only
         if self.track_phases and line.tool:
             self._follow(line.text)
-        self.transcript.reporter.output(line.text, tool=line.tool)
+        self.transcript.reporter.output(line.text, tool=line.tool or runiket.is_injection_line(line.text))
 
     def _follow(self, line: str) -> None:
         announced = runiket.announced_buffer(line)
@@ -137,8 +142,25 @@ class _Follower:
         if phase is not None and phase != self.phase:
             self.phase = phase
             self.transcript.reporter.phase(phase)
+            if phase == "capture" and self.tracker is not None:
+                opts = self.plan.options
+                self._budget(budget.short(opts.max_ts_cnt_per_warp, self.tracker, stopping=opts.strict))
 
-    def over_budget(self, tail: list[runner.Line]) -> CaptureError:
+    def _budget(self, short: CaptureError | None) -> None:
+        """A budget below the tracker pass's count: said now, before the capture pass is spent;
+        with ``--strict`` the run stops here."""
+        if short is None:
+            return
+        self.transcript.write(f"[iket] {short.message}")
+        if self.plan.options.strict:
+            self.stopped = short
+            self.stop.set()
+        else:
+            self.transcript.reporter.warn(short.message, short.hint)
+
+    def why_stopped(self, tail: list[runner.Line]) -> CaptureError:
+        if self.stopped is not None:
+            return self.stopped
         size, limit = self.device_buffer or 0, self.plan.options.max_buffer or 0
         return CaptureError(
             f"run-iket would allocate a {human_bytes(size)} trace buffer, over --max-buffer "
@@ -173,7 +195,8 @@ def capture(
     if not fifo.exists():
         os.mkfifo(fifo)
     procs = staging.root / PROCS_NAME
-    follower = _Follower(plan, transcript, track_phases=True)
+    tracker = plan.tracker.dir or (into or staging.capture_dir) / TRACKER_DIR
+    follower = _Follower(plan, transcript, track_phases=True, tracker=tracker)
     if standby is None:
         # the standby serves a second pass: none follows when the tracker pass is skipped
         two_passes = plan.tracker.mode == TRACKER_FRESH
@@ -279,7 +302,7 @@ def _run(
             on_tick=staging.recorder.update,
         )
     except runner.Stopped as stopped:
-        return ended(None, stopped.tail, follower.over_budget(stopped.tail))
+        return ended(None, stopped.tail, follower.why_stopped(stopped.tail))
     except (CaptureTimeout, CaptureInterrupted) as stop:
         return ended(None, getattr(stop, "tail", []), stop)
     return PassResult(

@@ -85,8 +85,7 @@ def overhead_argv(plan: Plan, plain_dir: Path) -> list[str]:
 def _head(plan: Plan, output_dir: Path) -> list[str]:
     opts = plan.options
     argv = [plan.tool.path, "--output-dir", str(output_dir), "--working-dir", str(plan.cwd)]
-    if opts.log_level:
-        argv += ["--log-level", opts.log_level]
+    argv += ["--log-level", opts.log_level or DEFAULT_LOG_LEVEL]
     if opts.context_buffer_size:
         argv += ["--context-buffer-size", opts.context_buffer_size]
     return argv
@@ -95,6 +94,20 @@ def _head(plan: Plan, output_dir: Path) -> list[str]:
 def is_tool_line(line: str) -> bool:
     """run-iket's (and iket's) own console lines, as opposed to the workload's."""
     return line.startswith(("[run-iket]", "[iket]"))
+
+
+def is_injection_line(line: str) -> bool:
+    """A line of IKET's injection library's log, printed by the workload process (its warnings,
+    and at ``info`` its notes): kept in ``iket.log``, off the terminal unless ``--verbose``."""
+    return _INJECTION_LINE.match(line) is not None
+
+
+#: ``[2026-12-07 01:29:48.646] [IketInjectionManager] [warning] ...`` (spdlog's pattern).
+_INJECTION_LINE = re.compile(r"\[\d{4}-\d\d-\d\d [\d:.]+\] \[(?:IketInjectionManager|Tool-[\w-]+)\] \[\w+\] ")
+#: The level iket runs the injection at unless ``--log-level`` says otherwise: IKET says what
+#: it lost at ``warn`` and ``info`` only; the log costs nothing measurable (docs/benchmarks.md,
+#: "The injection log's cost") and is read into the completeness record.
+DEFAULT_LOG_LEVEL = "info"
 
 
 def phase_of(line: str) -> str | None:
@@ -205,7 +218,7 @@ INJECTION_HINT = (
     "run-iket 4.8.1 kills processes that run half-precision (bf16 or fp16) cuBLAS GEMMs, among "
     "others (docs/faults.md); capture only your kernel's calls: add "
     "--extract MODULE:FUNC (the Python function that launches it), and the model runs once "
-    "without run-iket while the passes replay those calls; --log-level info shows the injection's own log"
+    "without run-iket while the passes replay those calls; the injection's own log is in iket.log"
 )
 
 

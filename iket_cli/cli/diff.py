@@ -42,7 +42,10 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
     docs/diff.md).
     """
     from ..analysis import diff, gate
+    from ..model.completeness import headline
+    from ..model.folder import manifest_of
     from ..render import diff as diff_view
+    from ..render.text import shown
 
     if html_out is not None:
         from ..model import outputs
@@ -61,7 +64,21 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
         page = report.build_diff(base, new, [asdict(c) for c in changes], stat)
         atomic.write(html_out, page)
         sys.stderr.write(f"iket: wrote {html_out}\n")
+    sides = {"BASE": base, "NEW": new}
+    lost = {name: headline(manifest_of(side)) for name, side in sides.items()}
+    for name, line in lost.items():
+        if line:
+            sys.stderr.write(f"iket: warning: {name} ({shown(str(sides[name]))}) {line}\n")
     failed = gate.verdict(changes, fail_over, unmatched_fails=fail_over is not None)
+    incomplete = [name for name, line in lost.items() if line]
+    if fail_over is not None and incomplete:  # said first: it may be why ranges went missing
+        raise CaptureError(
+            f"the gate cannot pass: {' and '.join(incomplete)} {'is' if len(incomplete) == 1 else 'are'} "
+            "INCOMPLETE, their numbers miss what IKET lost",
+            phase="diff",
+            hint="capture again without the loss (iket lint names each loss and its fix)",
+            details=[failed.message] if failed is not None else [],
+        )
     if failed is not None:
         raise CaptureError(failed.message, phase="diff", hint=failed.hint)
     return 0

@@ -33,7 +33,7 @@ def command(capture_dir: Path, fmt: str, jobs: int | None, quiet: bool, as_json:
     by name, the other processes are still decoded, and the exit status is 1.
     """
     from ..pipeline.postprocess import decode_error, postprocess_capture
-    from ..render.progress import DecodeProgress
+    from ..render.decode_progress import DecodeProgress
 
     formats = list(FORMATS) if fmt == "all" else [fmt]
     with DecodeProgress(quiet=quiet) as progress:

@@ -170,7 +170,11 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     metavar="SIZE",
     help="Device buffer per context, e.g. 512M (default: from the tracker pass).",
 )
-@click.option("--log-level", type=click.Choice(LOG_LEVELS), help="run-iket's log level.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    help="run-iket's log level (default info: IKET says what it lost there; its lines go to iket.log).",
+)
 @click.option("--strict", is_flag=True, help="Exit 1 when the tracker and capture passes differ.")
 @click.option(
     "--max-buffer",

@@ -24,6 +24,7 @@ from .vocab import (
     RAW_DIR,
     RAW_MANIFEST,
     RAW_PROCESS_PREFIX,
+    TRACKER_JSON,
     raw_manifest,
     raw_pid,
 )
@@ -130,7 +131,7 @@ def counted_in(processes: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
 
 def _count(capture_dir: Path, process: dict[str, Any], counted: Counted) -> None:
     if process["raw"]:
-        launches = raw_launches(capture_dir / process["raw"])  # read once for both
+        launches = raw_launches(capture_dir / process["raw"], graphs=True)  # read once for both
         kernels = _decodable(launches)
         named = Namer(kernels)
         process["kernels"] = [
@@ -147,19 +148,24 @@ def _count(capture_dir: Path, process: dict[str, Any], counted: Counted) -> None
             (process["launches"],) = count_keys(capture_dir / trace["path"], (b'"kernelName"',))
 
 
-def raw_launches(path: Path) -> list[dict[str, Any]]:
+def raw_launches(path: Path, *, graphs: bool = False) -> list[dict[str, Any]]:
     """The launch list of a pass's per-process record (the raw capture's ``iket.data.json``,
-    the tracker pass's ``tracker.json``); empty where it is missing or unreadable."""
-    return _read_launches(path) or []
+    the tracker pass's ``tracker.json``); empty where it is missing or unreadable. ``graphs``:
+    with the launches of its CUDA graph replays (``graphLaunches``) after them."""
+    return _read_launches(path, graphs=graphs) or []
 
 
-def _read_launches(path: Path) -> list[dict[str, Any]] | None:
+def _read_launches(path: Path, *, graphs: bool = False) -> list[dict[str, Any]] | None:
     try:
         data = jsonio.parse(path.read_bytes())
     except (OSError, ValueError):
         return None
     launches = data.get("launches", []) if isinstance(data, dict) else []
-    return [launch for launch in launches if isinstance(launch, dict)] if isinstance(launches, list) else []
+    listed = list(launches) if isinstance(launches, list) else []
+    replays = data.get("graphLaunches") if graphs and isinstance(data, dict) else None
+    for replay in replays.values() if isinstance(replays, dict) else []:
+        listed += replay if isinstance(replay, list) else []
+    return [launch for launch in listed if isinstance(launch, dict)]
 
 
 def launch_counts(folder: Path, file_name: str, *keys: str) -> tuple[Counter, int]:
@@ -175,6 +181,22 @@ def launch_counts(folder: Path, file_name: str, *keys: str) -> tuple[Counter, in
         processes += 1
         counts.update(tuple(str(launch.get(key, "?")) for key in keys) for launch in launches)
     return counts, processes
+
+
+def graph_launch_counts(folder: Path, file_name: str) -> Counter:
+    """Launches per ``(kernelName,)`` of the CUDA graphs replayed in one pass (the
+    ``graphLaunches`` of each ``pid_*/file_name``: graph exec -> its kernels' launches)."""
+    counts: Counter = Counter()
+    for path in sorted(folder.glob(f"{RAW_PROCESS_PREFIX}*/{file_name}")):
+        try:
+            graphs = jsonio.parse(path.read_bytes()).get("graphLaunches")
+        except (OSError, ValueError, AttributeError):
+            continue
+        for launches in graphs.values() if isinstance(graphs, dict) else []:
+            for launch in launches if isinstance(launches, list) else []:
+                if isinstance(launch, dict):
+                    counts[(str(launch.get("kernelName", "?")),)] += 1
+    return counts
 
 
 def _decodable(launches: list[dict[str, Any]]) -> Counter:
@@ -243,3 +265,32 @@ def phases_from_stats(stats_path: Path) -> dict[str, float | None]:
         ns = (phases.get(theirs) or {}).get("durationNs")
         result[ours] = None if ns is None else round(ns / 1e9, 6)
     return result
+
+
+def recommended_budget(tracker_dir: Path) -> int | None:
+    """The timestamps per warp the tracker pass found its warps emit (run-iket's
+    ``recommended_max_ts_cnt_per_warp``), the largest of its processes'; None without one.
+    One number per process: the tracker counts no kernel apart (RUN_IKET_NOTES)."""
+    found = None
+    for path in sorted(tracker_dir.glob(f"{RAW_PROCESS_PREFIX}*/{TRACKER_JSON}")):
+        try:
+            value = jsonio.parse(path.read_bytes()).get("recommended_max_ts_cnt_per_warp")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            found = max(found or 0, value)
+    return found
+
+
+def instrumented_kernels(config_path: Path) -> set[str]:
+    """The kernels run-iket's generated config instruments (``gen-config/instrument.config.json``):
+    those whose launches should carry records; empty where it is missing or unreadable."""
+    try:
+        modules = jsonio.parse(config_path.read_bytes()).get("modules")
+    except (OSError, ValueError, AttributeError):
+        return set()
+    names = set()
+    for module in modules if isinstance(modules, list) else []:
+        functions = module.get("functions") if isinstance(module, dict) else None
+        names.update(str(name) for name in (functions if isinstance(functions, dict) else {}))
+    return names

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ManifestError, MultiProcessError, UsageError
-from . import jsonio, labels
+from . import completeness, jsonio, labels
 from . import manifest as manifest_mod
 from .vocab import (
     GEN_CONFIG_DIR,
@@ -177,6 +177,8 @@ class Beside:
     raw: Path | None  # its raw capture (``iket/pid_<hex>/iket.data.json``), where kept
     #: ``instrumented`` or ``warp-trace`` (vocab.MODES); None where nothing beside it says
     mode: str | None = None
+    #: Its losses as the manifest's completeness record has them (None: no record)
+    losses: list[dict[str, Any]] | None = None
 
 
 def beside(trace: Path) -> Beside:
@@ -201,7 +203,8 @@ def beside(trace: Path) -> Beside:
                     for f in record.get("lint") or []
                     if f.get("process") == pid and f.get("repeat") == repeat
                 ]
-                return Beside(process, recorded, raw_found, mode_of(record))
+                losses = completeness.of_process(record, pid)
+                return Beside(process, recorded, raw_found, mode_of(record), losses)
     return Beside(None, [], raw_found, configured_mode(trace.parent))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import ManifestError
-from . import atomic, jsonio
+from . import atomic, completeness, jsonio
 from .vocab import ARTIFACTS, EVIDENCE_STATUSES, FORMATS, MANIFEST_NAME, MODES, STATUSES
 
 SCHEMA_VERSION = 1
@@ -169,6 +169,7 @@ _OPTIONAL_TOP = {
     "repeats": (list, type(None)),
     "tracker": (dict,),
     "extract": _OBJECT_OR_NULL,
+    "completeness": _OBJECT_OR_NULL,
 }
 _OPTIONAL_PROCESS = {
     "repeat": (int,),
@@ -224,6 +225,8 @@ def validate(data: Any) -> list[str]:
         errors.append("drift is not a list of sentences")
     if data.get("extract") is not None:
         errors += _extract(data["extract"])
+    if data.get("completeness") is not None:
+        errors += completeness.validate(data["completeness"])
     return errors
 
 

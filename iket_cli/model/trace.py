@@ -30,6 +30,10 @@ _LAUNCH = re.compile(
     rb'"gridId":(\d+),"kernelName":("(?:[^"\\]|\\.)*")'
 )
 _TABLES = b'],"locationTable":'
+#: Where the launches of their own begin, after the CUDA graphs' (``graphLaunches``), and
+#: each graph replay's key before its launches.
+_LAUNCHES = b',"launches":['
+_GRAPH_KEY = re.compile(rb'"((?:[^"\\]|\\.)*)":\[\{"blockDimX":')
 #: How the decoder's own layout begins (keys sorted, no spaces).
 _HEAD = b'{"graphLaunches":{'
 SCHEMA_VERSION = 1
@@ -83,6 +87,9 @@ class Launch:
     warps: Columns = field(default_factory=Columns)
     #: the launch's ``enabledCluster`` (x, y, z): the cluster IKET recorded; None where unknown
     cluster: tuple[int, int, int] | None = None
+    #: the CUDA graph replay it ran in (the trace's ``graphLaunches`` key, ``graph_exec_2:0``);
+    #: None for a launch of its own. A trace lists graph launches after the others.
+    graph: str | None = None
 
 
 @dataclass
@@ -128,20 +135,32 @@ def _scan(path: Path, data, kinds: tuple[str, ...] = KINDS) -> Trace:
     tables_at = data.rfind(_TABLES)
     tail = jsonio.parse(b"{" + data[tables_at + 2 :])
     _check_version(path, tail.get("meta"))
+    launches_at = data.find(_LAUNCHES, 0, tables_at)  # graph launches come before it
+    if launches_at < 0:
+        raise ValueError("no launches list")
     heads = _launch_heads(data, tables_at)
-    launches = []
+    found = _GRAPH_KEY.finditer(data, len(_HEAD) - 1, launches_at)
+    keys = [(k.start(), jsonio.parse(b'"' + k[1] + b'"')) for k in found]
+    launches, graphs = [], []
     for number, head in enumerate(heads):
         end = heads[number + 1].start() if number + 1 < len(heads) else tables_at
+        graph = next((key for at, key in reversed(keys) if at < head.start()), None)
+        if head.start() < launches_at and graph is None:
+            raise ValueError("a graph launch outside a graph")
         launch = Launch(
             kernel=jsonio.parse(head[9]),
             block=(int(head[1]), int(head[2]), int(head[3])),
             grid=(int(head[5]), int(head[6]), int(head[7])),
             grid_id=int(head[8]),
             cluster=_cluster(jsonio.parse(head[4])),
+            graph=graph if head.start() < launches_at else None,
         )
+        stop = min([launches_at] + [at for at, _ in keys if at > head.start()])
+        if launch.graph and stop < end:  # the last of its replay: its bytes end before ``]}`` or ``],``
+            end = data.rfind(b"}]", head.end(), stop)
         _fill(launch, data, head.end(), end, kinds)
-        launches.append(launch)
-    return Trace(path, launches, tail["stringTable"], tail["locationTable"])
+        (graphs if launch.graph else launches).append(launch)
+    return Trace(path, launches + graphs, tail["stringTable"], tail["locationTable"])
 
 
 def _cluster(value: object) -> tuple[int, int, int] | None:
@@ -226,14 +245,19 @@ def _from_json(path: Path) -> Trace:
         if not isinstance(doc, dict):
             raise TypeError(f"the document is a JSON {_JSON_NAMES.get(type(doc), 'value')}, not an object")
         _check_version(path, doc.get("meta"))
+        graphs = doc.get("graphLaunches") or {}
+        if not isinstance(graphs, dict) or not all(isinstance(g, list) for g in graphs.values()):
+            raise TypeError("graphLaunches must map each graph replay to a list of launches")
         launches = []
-        for raw in doc["launches"]:
+        listed = [(raw, None) for raw in doc["launches"]]
+        for raw, graph in listed + [(raw, key) for key, replay in graphs.items() for raw in replay]:
             launch = Launch(
                 kernel=raw["kernelName"],
                 block=(raw["blockDimX"], raw["blockDimY"], raw["blockDimZ"]),
                 grid=(raw["gridDimX"], raw["gridDimY"], raw["gridDimZ"]),
                 grid_id=raw["gridId"],
                 cluster=_cluster(raw.get("enabledCluster")),
+                graph=graph,
             )
             for r in raw["ranges"]:
                 launch.ranges.end.append(r["endTs"])

@@ -200,7 +200,10 @@ def raw_manifest(pid_hex: str) -> str:
 
 # -- iket run ----------------------------------------------------------------------------
 #: Job statuses that fail an ``iket run`` (exit 1); the others are ``ok`` and ``suspect``.
-JOB_FAILING = ("failed", "timeout", "interrupted", "regressed", "error", "cancelled")
+#: ``incomplete``: the capture was published, but IKET lost some of its data (its manifest's
+#: completeness record): numbers a gate must not pass.
+INCOMPLETE = "incomplete"
+JOB_FAILING = ("failed", "timeout", "interrupted", "regressed", "error", "cancelled", INCOMPLETE)
 #: Where ``iket run``'s jobs run (``--executor``, ``executor`` in iket.toml).
 EXECUTORS = ("local", "slurm")
 #: ``--executor slurm``'s folder in the output root: batch scripts, Slurm logs, job results.

@@ -27,6 +27,7 @@ from ..errors import DiskFullError, IketError, InjectionCrash
 from ..model import artifacts, jsonio, labels
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
+from ..model.completeness import Completeness
 from ..model.names import Namer
 from ..model.vocab import (
     DAG_SUFFIX,
@@ -58,6 +59,7 @@ class Facts:
     annotations: dict[str, Any] | None = None  # what CuTe DSL wrote beside the trace (collect_annotations)
     repeats: list | None = None  # --repeat N: pipeline.repeats.Repeat, repeat 1 first
     extract: dict[str, Any] | None = None  # --extract/--replay: the saved calls (capture/extract.py)
+    completeness: Completeness | None = None  # what the capture lost (pipeline/completeness.py)
 
     @classmethod
     def begin(cls, argv: list[str], t0: float | None = None) -> Facts:
@@ -120,6 +122,7 @@ def manifest(
         tracker=plan.tracker.record(),
         repeats=None if not facts.repeats else [r.record() for r in facts.repeats],
         extract=facts.extract,
+        completeness=None if facts.completeness is None else facts.completeness.to_dict(),
         processes=processes,
         **extra,
     )
@@ -219,14 +222,21 @@ def probed(plan: Plan, facts: Facts) -> list[str]:
     return ["iket doctor --gpu: not run on this stack yet (it names what this run-iket survives)"]
 
 
+#: A warning the injection logs in every process on the H100 (run-iket 4.8.1, driver 580),
+#: whatever it runs: no diagnosis.
+BENIGN = "IKET could not enable optional CUDA compatibility support"
+
+
 def injection_warnings(folder: Path, count: int = 4) -> list[str]:
     """The last distinct warning and error lines of the injection logs run-iket left in
-    ``folder`` (``tracker/pid_*/`` and ``iket/pid_*/iket.injection.log``; empty at run-iket's
-    default log level, hence --log-level info in the hint)."""
+    ``folder`` (``tracker/pid_*/`` and ``iket/pid_*/iket.injection.log``; iket runs the
+    injection at ``info``), but the one every process logs on the H100 (:data:`BENIGN`)."""
     found: list[str] = []
     for log in sorted(folder.glob("*/pid_*/iket.injection.log")):
         with contextlib.suppress(OSError):
             for line in log.read_text(errors="replace").splitlines():
+                if BENIGN in line:
+                    continue
                 if ("[warning]" in line or "[error]" in line) and line.strip() not in found:
                     found.append(line.strip())
     return [f"injection log: {line}" for line in found[-count:]]

@@ -19,7 +19,7 @@ from ..analysis import lint as lint_mod
 from ..analysis import summary as summary_mod
 from ..decode.tasks import MOST_TRACES, find_raw
 from ..errors import IketError
-from ..model import annotations, artifacts, atomic, pftrace, rawevents
+from ..model import annotations, artifacts, atomic, completeness, pftrace, rawevents
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles
 from ..model.folder import mode_of
@@ -147,7 +147,11 @@ def finish(
         raw = done.raw if done else rawevents.read(capture_dir / raw_manifest(process["pid_hex"]))
         paired = done.paired if done else flows_mod.pair(loaded, dags) if dags else flows_mod.Pairing()
         sites = process.get("payload_sites")
-        found = lint_mod.lint(loaded, raw=raw, sites=sites, mode=mode, unpaired=paired.undecided)
+        first = process.get("repeat", 1) == 1  # the completeness record is repeat 1's
+        losses = completeness.of_process(record, process["pid_hex"]) if first else None
+        found = lint_mod.lint(
+            loaded, raw=raw, sites=sites, mode=mode, unpaired=paired.undecided, losses=losses
+        )
         findings = (findings or []) + [{"process": process["pid_hex"], **f.to_dict()} for f in found]
         arrows = paired.drawn()
         if arrows:

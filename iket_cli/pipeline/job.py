@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ..capture import targets
-from ..errors import IketError, Status
+from ..errors import IketError, IncompleteCapture, Status
 from ..model import atomic, jsonio
+from ..model import manifest as manifest_mod
+from ..model.completeness import headline
 from ..model.units import parse_size
-from ..model.vocab import JOB_FAILING, LOG_NAME, MANIFEST_NAME
+from ..model.vocab import INCOMPLETE, JOB_FAILING, LOG_NAME, MANIFEST_NAME
 from . import profile as profile_mod
 from .config import Config, Job
 
@@ -96,6 +98,8 @@ def run_job(
             cancel=cancel,
             **options,
         ).manifest
+    except IncompleteCapture:  # --strict: published, and incomplete
+        return _published(job.name, manifest_mod.read(out), root, out, start, seen_gpu)
     except IketError as error:
         failed = error.failed_dir
         manifest = failed / MANIFEST_NAME if failed and (failed / MANIFEST_NAME).is_file() else None
@@ -110,15 +114,22 @@ def run_job(
             seen_gpu,
             log_tail=tail(failed / LOG_NAME if failed else None),
         )
+    return _published(job.name, record, root, out, start, seen_gpu)
+
+
+def _published(name: str, record: dict, root: Path, out: Path, start: float, gpu: str | None) -> JobResult:
+    """A job whose capture was published: its status, ``incomplete`` (exit 1, the first loss
+    its error) where IKET lost some of its data."""
+    lost = headline(record)
     return JobResult(
-        job.name,
-        record["status"],
+        name,
+        INCOMPLETE if lost else record["status"],
         round(time.monotonic() - start, 3),
         rel(out, root),
         rel(out / MANIFEST_NAME, root),
-        None,
-        0,
-        seen_gpu,
+        lost,
+        1 if lost else 0,
+        gpu,
     )
 
 

@@ -154,6 +154,7 @@ def decode_error(failed: list[Outcome], tasks: int) -> DecodeError:
 
 def _new_manifest(capture_dir: Path, started: datetime) -> dict[str, Any]:
     """A manifest for a folder that raw run-iket made: what can be known after the fact."""
+    from ..analysis import completeness as judge
     from ..model import record as record_mod
     from ..model.folder import configured_mode
     from ..system.machine import versions
@@ -173,4 +174,5 @@ def _new_manifest(capture_dir: Path, started: datetime) -> dict[str, Any]:
         keep=True,
         processes=[],
         log=None,
+        completeness=judge.check(judge.gather(capture_dir)).to_dict(),
     )

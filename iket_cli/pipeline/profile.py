@@ -36,10 +36,12 @@ from ..errors import (
     CaptureKilled,
     CaptureTimeout,
     IketError,
+    IncompleteCapture,
     Status,
     Terminated,
     signal_of,
 )
+from ..model.completeness import headline, losses_of
 from ..model.vocab import (
     LOG_NAME,
     OVERHEAD_DIR,
@@ -48,7 +50,7 @@ from ..model.vocab import (
     formats_for,
 )
 from ..system.signals import Publishing, as_exception
-from . import attempt, publish, repeats, reuse, saved_calls
+from . import attempt, completeness, publish, repeats, reuse, saved_calls
 from .attempt import Facts
 from .capture import Capture
 from .decoding import Decoded
@@ -253,6 +255,7 @@ def _capture(
             if plan.options.overhead:
                 facts = replace(facts, overhead=_overhead(plan, staging, transcript, deadline, cancel))
             facts = replace(facts, drift=[*misfit, *_drift(staging, transcript)])
+            facts = replace(facts, completeness=completeness.check(plan, staging, transcript))
             if not facts.drift:
                 reuse.keep(plan, staging, transcript)
             if plan.options.repeat > 1:
@@ -283,6 +286,7 @@ def _capture(
             phase="capture",
             hint=f"the other repeats are in {published.output_dir} (status partial); the log says more",
         )
+    _incomplete(published, reporter, strict=plan.options.strict)
     if facts.drift:
         reporter.warn(f"the passes differ, the capture is suspect: {facts.drift[0]}", runiket.DRIFT_HINT)
         if plan.options.strict:
@@ -293,6 +297,20 @@ def _capture(
                 details=facts.drift[1:],
             )
     return published
+
+
+def _incomplete(published: Capture, reporter: Reporter, *, strict: bool) -> None:
+    """Each loss said once the capture is published (the summary says the first again, beside
+    the numbers); ``--strict`` makes them an error."""
+    losses = losses_of(published.manifest)
+    for loss in losses:
+        reporter.warn(f"INCOMPLETE: {loss['message']}", loss["fix"] or None)
+    if losses and strict:
+        raise IncompleteCapture(
+            headline(published.manifest) or "",
+            phase="capture",
+            hint=f"the capture is in {published.output_dir}, its losses in manifest.json (completeness)",
+        )
 
 
 def _preload() -> None:

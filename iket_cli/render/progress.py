@@ -16,12 +16,12 @@ from collections import Counter
 from typing import IO, Any
 
 from ..capture.events import Reporter
-from ..decode.tasks import Outcome, Progress, Task
+from ..model.completeness import headline, of_process
 from ..model.folder import Capture
 from ..model.manifest import instrumented, replay_line
 from ..model.names import short
 from ..model.units import human_bytes
-from ..model.vocab import FORMAT_EXPORTS, JSON_EXPORT, MANIFEST_NAME, PERFETTO_EXPORT, TIMER_STEP_NS
+from ..model.vocab import MANIFEST_NAME, TIMER_STEP_NS
 from .text import shown
 
 #: Said once when the tracker pass starts: why the workload's output comes twice.
@@ -93,18 +93,18 @@ class ConsoleReporter(Reporter):
     def phase(self, name: str) -> None:
         now = time.monotonic()
         if not self.quiet and not self.fancy and self._phase in PHASE_LABELS:
-            _say(f"iket: {PHASE_LABELS[self._phase]} done in {now - self._phase_started:.2f} s")
+            say(f"iket: {PHASE_LABELS[self._phase]} done in {now - self._phase_started:.2f} s")
         self._phase, self._phase_started = name, now
         if name == "tracker" and not self.quiet:
             self._note(TWICE)
         if self._status is None and not self.quiet:
-            _say(f"iket: {PHASE_LABELS.get(name, name)}...")
+            say(f"iket: {PHASE_LABELS.get(name, name)}...")
 
     def _note(self, text: str) -> None:
         if self._status is not None:
             self._console.print(f"iket: {shown(text)}", markup=False, highlight=False, style="dim")
         else:
-            _say(f"iket: {text}")
+            say(f"iket: {text}")
 
     def info(self, message: str) -> None:
         if not self.quiet:
@@ -132,8 +132,8 @@ class ConsoleReporter(Reporter):
         if self._status is not None:
             self._status.stop()
             self._status = None
-        _say(f"iket: warning: {message}")
-        _say(f"iket: hint: {hint}")
+        say(f"iket: warning: {message}")
+        say(f"iket: hint: {hint}")
 
     # -- the end -----------------------------------------------------------------------
     def summary(self, capture: Capture) -> None:
@@ -149,16 +149,16 @@ class ConsoleReporter(Reporter):
         if self.fancy:
             self._rich_summary(capture, rows, took, idle)
             return
-        _say(f"iket: captured {len(rows)} process(es) in {took:.1f} s into {capture.output_dir}")
+        say(f"iket: captured {len(rows)} process(es) in {took:.1f} s into {capture.output_dir}")
         for pid, kernels, counts, files in rows:
-            _say(f"  pid {pid}: {kernels}; {counts}; {files}")
-        _say(f"iket: {phase_line(record)}")
-        for line in (replay_line(record), repeat_line(record), idle):  # each where it says something
+            say(f"  pid {pid}: {kernels}; {counts}; {files}")
+        say(f"iket: {phase_line(record)}")
+        for line in (headline(record), replay_line(record), repeat_line(record), idle):  # where said
             if line:
-                _say(f"iket: {line}")
+                say(f"iket: {line}")
         for line in _overhead_lines(record):
-            _say(f"iket: overhead: {line}")
-        _say(f"iket: open {_what_to_open(capture)}")
+            say(f"iket: overhead: {line}")
+        say(f"iket: open {_what_to_open(capture)}")
 
     def _rich_summary(self, capture: Capture, rows: list[tuple[str, ...]], took: float, idle: str) -> None:
         from rich.table import Table
@@ -174,6 +174,9 @@ class ConsoleReporter(Reporter):
         if idle:
             self._console.print(markup(idle))
         self._console.print(markup(phase_line(capture.manifest)))
+        lost = headline(capture.manifest)
+        if lost:
+            self._console.print(f"[bold red]{markup(lost)}[/]")
         for line in (repeat_line(capture.manifest), replay_line(capture.manifest)):
             if line:
                 self._console.print(markup(line))
@@ -197,6 +200,8 @@ def _row(capture: Capture, info: dict[str, Any]) -> tuple[str, str, str, str]:
     more = f" and {len(names) - SHOWN_KERNELS} more (iket show)" if len(names) > SHOWN_KERNELS else ""
     kernels = ", ".join(names[:SHOWN_KERNELS]) + more or "-"
     counts = counted(info)
+    if of_process(capture.manifest, info["pid_hex"]):
+        counts += " · INCOMPLETE"
     files = "  ".join(f"{a['path']} ({human_bytes(a['bytes'])})" for a in info["artifacts"].values())
     return info["pid_hex"], kernels, counts, files
 
@@ -270,100 +275,10 @@ def _what_to_open(capture: Capture) -> str:
     return str(capture.output_dir / MANIFEST_NAME)
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     """One line of iket's own on stderr (names in it shown safely: :mod:`.text`)."""
     sys.stderr.write(shown(text) + "\n")
     sys.stderr.flush()
-
-
-class DecodeProgress(Progress):
-    """Per process and export: a live rich table on a terminal, plain lines otherwise."""
-
-    def __init__(self, *, quiet: bool) -> None:
-        self.quiet = quiet
-        self.fancy = not quiet and fancy_allowed(sys.stderr)
-        self._rows: dict[Any, Any] = {}
-        self._weights: dict[Task, int] = {}
-        self._done: list[Task] = []
-        self._began = time.monotonic()
-
-    def planned(self, units: list[Task]) -> None:
-        """Each decode weighs its raw bytes: the time left is estimated from those done."""
-        self._weights = {unit: max(1, unit.memory) for unit in units}
-        self._began = time.monotonic()
-        if self.fancy and len(units) > 1:
-            self._rows["all"] = self._progress.add_task(f"decoding: 0 of {len(units)}", total=len(units))
-
-    def __enter__(self) -> DecodeProgress:
-        if self.fancy:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            from .text import rich_console
-
-            self._progress = Progress(
-                SpinnerColumn(),
-                TextColumn("{task.description}"),
-                TimeElapsedColumn(),
-                console=rich_console(stderr=True),
-            )
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fancy:
-            self._progress.stop()
-
-    @staticmethod
-    def _label(task: Task) -> str:
-        if task.part:
-            return f"pid {task.pid_hex} {task.export}{task.which_launch}"
-        export = (
-            JSON_EXPORT
-            if task.export == JSON_EXPORT
-            else "+".join(f for f in task.formats if PERFETTO_EXPORT in FORMAT_EXPORTS[f])
-        )
-        return f"pid {task.pid_hex} {export}"
-
-    def started(self, task: Task) -> None:
-        if self.fancy:
-            self._rows[task] = self._progress.add_task(self._label(task), total=1)
-        elif not self.quiet:
-            _say(f"iket: decoding {self._label(task)}...")
-
-    def finished(self, outcome: Outcome) -> None:
-        label = self._label(outcome.task)
-        verdict = f"failed: {outcome.error}" if outcome.error else f"done in {outcome.seconds:.1f} s"
-        if outcome.cancelled:  # stopped by an interrupt: the interrupt itself is reported
-            verdict = "cancelled"
-        elif outcome.task in self._weights and len(self._weights) > 1:
-            self._done.append(outcome.task)
-            verdict += f" ({self._count_line()})"
-            if "all" in self._rows:
-                self._progress.update(
-                    self._rows["all"], completed=len(self._done), description=self._count_line()
-                )
-        if self.fancy:
-            self._progress.update(
-                self._rows[outcome.task],
-                completed=1,
-                description=f"{label} {'[red]failed[/]' if outcome.error else ''}",
-            )
-        elif not self.quiet or outcome.error:
-            _say(f"iket: {label} {verdict}")
-
-    def _count_line(self) -> str:
-        """``2 of 5 decodes done, about 14 s left``."""
-        done = sum(self._weights[t] for t in self._done)
-        left = time_left(time.monotonic() - self._began, done, sum(self._weights.values()))
-        text = f"{len(self._done)} of {len(self._weights)} decodes done"
-        return text + (f", about {left:.0f} s left" if left else "")
-
-
-def time_left(elapsed: float, done: float, total: float) -> float | None:
-    """Seconds left if the rest goes as fast as what is done (by weight); None before any."""
-    if done <= 0 or done >= total:
-        return None
-    return elapsed * (total - done) / done
 
 
 class PrefixReporter(Reporter):

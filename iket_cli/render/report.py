@@ -34,6 +34,7 @@ from ..analysis.lint import Finding
 from ..model import atomic, outputs
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles, dags_for, roles_for
+from ..model.completeness import of_process
 from ..model.folder import Beside, find_traces, manifest_of, mode_of, process_label
 from ..model.manifest import replay_line
 from ..model.names import Namer, short
@@ -158,7 +159,10 @@ def process_page(
         "title": f"{name} · {record['target'].get('display', '')}".strip(" ·"),
         "meta": _meta(record),
         "stats": _stats(
-            [(label, shown, loaded)], findings, Beside(process, [], None, mode_of(record)), parts.summed
+            [(label, shown, loaded)],
+            findings,
+            Beside(process, [], None, mode_of(record), of_process(record, process["pid_hex"])),
+            parts.summed,
         ),
         "timelines": _labelled(parts.timelines, label),
         "pipeline": _labelled(parts.pipeline, label),
@@ -260,6 +264,7 @@ def _meta(record: dict[str, Any] | None) -> dict[str, Any]:
         "processes": len(record.get("processes", [])),
         **({"repeats": _repeats(record)} if spread.repeated(record) else {}),
         "extract": replay_line(record),
+        "health": record.get("completeness"),
     }
 
 

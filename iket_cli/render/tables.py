@@ -14,7 +14,9 @@ from ..analysis import summary as summary_mod
 from ..analysis.lint import Finding
 from ..model.names import short
 from ..model.units import duration
-from ..model.vocab import TIMER_STEP_NS, WARP_TRACE
+from ..model.vocab import TIMER_STEP_NS
+from . import completeness
+from .launch_tables import launch_table, untraced_lines
 from .repeats import repeats_line, spread_cells, spread_text
 from .text import shown
 
@@ -69,6 +71,7 @@ def flat_rows(processes: list[dict]) -> list[dict]:
         for untraced in process.get("uninstrumented", []):
             base = {**where, "kernel": untraced["short"], "symbol": untraced["kernel"]}
             rows.append({**base, "kind": "uninstrumented", "name": "", "count": untraced["launches"]})
+        rows += completeness.flat_rows(process, where)
     return rows
 
 
@@ -170,6 +173,8 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
     console = rich_console(file=out, width=max(160, longest + 150))  # whole names: never cut
     flagged = marks = False
     for process in processes:
+        for line in completeness.banner(process.get("losses", [])):
+            console.print(f"[bold red]{markup(line)}[/]" if line == completeness.BANNER else markup(line))
         if process.get("repeats") and (process["kernels"] or process.get("launches")):
             console.print(markup(repeats_line(process)), highlight=False)
         for kernel in process["kernels"]:
@@ -180,6 +185,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                 f"pid {markup(process['process'])}{group} · {markup(kernel.name or kernel.kernel)} · "
                 f"{kernel.launches} launch(es) · grid {kernel.grid} · block {kernel.block} · "
                 f"warp lifetime p50 {duration(lifetime.p50 if lifetime else None)}"
+                + completeness.marked(kernel.kernel, process.get("losses", []))
             )
             table = Table(title=title, title_justify="left")
             for column in (
@@ -236,83 +242,14 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
             console.print(table)
         if process.get("launches"):
             console.print(launch_table(process))
+        if process.get("losses"):
+            console.print(completeness.lost_table(process))
         for line in untraced_lines(process.get("uninstrumented", [])):
             console.print(markup(line), highlight=False)
     if flagged:
         console.print(f"* within one step of the GPU timer ({TIMER_STEP_NS} ns): at the resolution limit")
     if marks:
         console.print("marks: offset from the start of the enclosing range (p50 under p50, p90 under p90)")
-
-
-def dims(value) -> str:
-    """``4096×1×1``: a grid or block as people write it."""
-    return "×".join(str(v) for v in value)
-
-
-def launch_table(process: dict):
-    """The kernels that recorded no event (all of a ``--warp-trace`` capture): per kernel its
-    launches and their span (first warp start to last warp end), warps, SMs and gaps."""
-    from rich.table import Table
-
-    from .text import markup
-
-    group = f" · {markup(process['group'])}" if process["group"] else ""
-    what = "warp trace" if process.get("mode") == WARP_TRACE else "kernels that recorded no event"
-    count = sum(k.launches for k in process["launches"])
-    table = Table(
-        title=f"pid {markup(process['process'])}{group} · {what} · {count:,} launch(es) of "
-        f"{len(process['launches'])} kernel(s) · span: first warp start to last warp end",
-        title_justify="left",
-    )
-    for column in LAUNCH_COLUMNS:
-        table.add_column(column, justify="left" if column == "kernel" else "right", no_wrap=True)
-    for k in process["launches"]:
-        span, warp, gap = k.span, k.warp_lifetimes, k.gap_before
-        table.add_row(
-            markup(k.name),
-            f"{k.launches:,}",
-            dims(k.grid),
-            dims(k.block),
-            duration(span.p50 if span else None),
-            duration(span.p90 if span else None),
-            duration(span.max if span else None),
-            duration(span.total if span else None),
-            duration(warp.p50 if warp else None),
-            duration(warp.max if warp else None),
-            str(k.sms),
-            duration(gap.p50 if gap else None),
-        )
-    return table
-
-
-LAUNCH_COLUMNS = (
-    "kernel",
-    "launches",
-    "grid",
-    "block",
-    "span p50",
-    "p90",
-    "max",
-    "total",
-    "warp p50",
-    "warp max",
-    "SMs",
-    "gap before p50",
-)
-
-
-def untraced_lines(untraced: list[dict]) -> list[str]:
-    """A line per kernel the capture pass launched but could not trace (no annotations)."""
-    if not untraced:
-        return []
-    total = sum(u["launches"] for u in untraced)
-    lines = [f"not instrumented (launched, not traced): {total:,} launch(es) of {len(untraced)} kernel(s)"]
-    width = max(len(u["short"]) for u in untraced)
-    lines += [
-        f"  {u['short']:<{width}}  ×{u['launches']:<4} grid {dims(u['grid'])} · block {dims(u['block'])}"
-        for u in untraced
-    ]
-    return lines
 
 
 def lint_lines(findings: list[Finding]) -> list[str]:

@@ -1,0 +1,44 @@
+"""The capture's completeness, judged while the attempt's folder still holds the tracker
+pass, the raw capture and the injection logs (:mod:`iket_cli.analysis.completeness`; the
+manifest keeps the record).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..analysis import completeness as judge
+from ..capture import runiket
+from ..capture.passes import Transcript
+from ..capture.plan import Plan
+from ..capture.staging import Staging
+from ..model.completeness import Completeness
+
+
+def check(plan: Plan, staging: Staging, transcript: Transcript) -> Completeness:
+    """What the attempt lost, each loss noted in ``iket.log``."""
+    found = judge.check(
+        judge.gather(
+            staging.capture_dir,
+            tracker_dir=plan.tracker.dir,
+            log_level=plan.options.log_level,
+            output_lines=capture_output(staging.log_path),
+        )
+    )
+    for loss in found.losses:
+        transcript.write(f"[iket] incomplete: {loss.message}")
+    return found
+
+
+def capture_output(log_path: Path) -> list[str]:
+    """The lines of ``iket.log`` from run-iket's line that starts the capture pass on."""
+    lines, capturing = [], False
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as log:
+            for line in log:
+                capturing = capturing or runiket.phase_of(line) == "capture"
+                if capturing:
+                    lines.append(line)
+    except OSError:
+        return []
+    return lines
