@@ -130,6 +130,16 @@ class DecodeError(CaptureError):
     """A raw capture could not be decoded (missing, truncated or corrupt files)."""
 
 
+class SessionError(CaptureError):
+    """IKET's in-process session refused a call (``call``: Start, SaveTrace, ...; ``result``: the
+    C ABI's code, named in the message), or a second session was asked for in one process."""
+
+    def __init__(self, message: str, *, call: str, result: int | None = None, **kwargs) -> None:
+        super().__init__(message, phase="window", **kwargs)
+        self.call = call
+        self.result = result
+
+
 class IncompleteCapture(CaptureError):
     """``--strict``: the capture was published, but IKET lost some of its data (its manifest's
     completeness record says what); ``iket run`` calls such a job ``incomplete``."""

@@ -68,7 +68,7 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
     lost = {name: headline(manifest_of(side)) for name, side in sides.items()}
     for name, line in lost.items():
         if line:
-            sys.stderr.write(f"iket: warning: {name} ({shown(str(sides[name]))}) {line}\n")
+            sys.stderr.write(f"iket: warning: {name} ({shown(str(sides[name]))}) {shown(line)}\n")
     failed = gate.verdict(changes, fail_over, unmatched_fails=fail_over is not None)
     incomplete = [name for name, line in lost.items() if line]
     if fail_over is not None and incomplete:  # said first: it may be why ranges went missing

@@ -35,8 +35,8 @@ def lost_table(process: dict[str, Any]):
         table.add_row(
             markup(loss.get("short") or loss["kernel"] or "(not named)"),
             f"{loss['launches']:,}",
-            loss["lost"] if loss.get("records") is None else f"{loss['records']:,} warp records",
-            loss["cause"],
+            markup(loss["lost"]) if loss.get("records") is None else f"{loss['records']:,} warp records",
+            markup(loss["cause"]),
             markup(loss["fix"]),
         )
     return table

@@ -186,3 +186,20 @@ def test_postprocess_of_a_raw_run_iket_folder_records_its_losses(work):
     assert result.code == 0, result
     (loss,) = manifest.read(folder)["completeness"]["losses"]
     assert (loss["short"], loss["launches"], loss["needed"]) == ("scale_loop_kernel", 3, 16)
+
+
+def test_a_damaged_completeness_record_is_one_line_and_names_are_spelled_out(double, work):
+    profile(double, work, "loss_multi", "-o", "cap", "--max-ts-cnt-per-warp", "3", "w.py:workload")
+    path = work / "cap" / "manifest.json"
+    record = json.loads(path.read_text())
+    record["completeness"]["losses"][0]["message"] = "evil \x1b[2J name"
+    record["completeness"]["losses"][0]["cause"] = "[bold]x"
+    path.write_text(json.dumps(record))
+    shown = run_iket("show", "cap", cwd=work)
+    assert shown.code == 0 and "\x1b" not in shown.stdout + shown.stderr and "\\x1b[2J" in shown.stdout
+    assert "[bold]x" in shown.stdout, "markup in a manifest is text"
+    record["completeness"]["losses"][0]["launches"] = "three"
+    path.write_text(json.dumps(record))
+    broken = run_iket("show", "cap", cwd=work)
+    assert broken.code == 2 and "completeness.losses[0].launches" in broken.stderr, broken
+    assert "Traceback" not in broken.stderr and len(broken.stderr.strip().splitlines()) <= 2

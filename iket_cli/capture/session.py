@@ -1,0 +1,205 @@
+"""The in-process IKET session: a ctypes binding of run-iket's stable C ABI (issue 52, item 1).
+
+run-iket 4.8 ships ``iket/include/iket/iket_profiling_session.h`` (ABI 1.0), exported by
+``iket/profiler/libiket_injection.so`` beside the installed run-iket: a session patches the
+kernels launched between ``Start`` and ``Stop`` in the live process and ``SaveTrace`` writes the
+trace JSON run-iket's decoder writes (``../shared/RUN_IKET_NOTES.md``, "The in-process session").
+ctypes, not a compiled extension: nothing to build at install. Each call's result is checked
+and named; the header allows one active session per process, and so does this module.
+
+The library links ``libcuda.so.1``: it loads only where a driver is installed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import SessionError, ToolchainError
+
+#: The ABI this binding was written against; a library of another major version is refused.
+ABI_MAJOR = 1
+#: Where the library lies inside the folder that holds the ``iket`` package (``dsl_packages``).
+LIBRARY = Path("iket") / "profiler" / "libiket_injection.so"
+#: The header's result codes, by name (``IKET_PROFILING_SESSION_*``).
+RESULTS = {
+    0: "SUCCESS",
+    1: "INVALID_ARGUMENT",
+    2: "FEATURE_NOT_SUPPORTED",
+    3: "NOT_IMPLEMENTED",
+    4: "NOT_INSTRUMENTED",
+    5: "UNKNOWN_ERROR",
+    6: "INVALID_EVENT_RECORD",
+    7: "NO_INSTRUMENT_CONFIG",
+    8: "INVALID_STATE",
+    9: "DUPLICATE_OPERATION",
+    13: "IO_ERROR",
+    14: "INTERNAL_ERROR",
+}
+#: ``flags``: trace one cluster, keep buffers on the device until Stop, warp lifetimes only.
+ENABLE_CLUSTER, DEFER_TRACE_READBACK, WARP_LIFETIME_ONLY = 1, 2, 4
+#: ``log_level`` values, by run-iket's names (vocab.LOG_LEVELS).
+LOG_LEVELS = {"error": 0, "warn": 1, "info": 2}
+
+
+class Options(ctypes.Structure):
+    """``IketProfilingSessionOptions``, the 56-byte v1.0 prefix (fields append-only)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("max_ts_per_warp", ctypes.c_uint64),
+        ("device_buffer_size", ctypes.c_uint64),
+        ("profiled_cuda_contexts", ctypes.c_void_p),
+        ("num_profiled_cuda_contexts", ctypes.c_uint64),
+        ("cluster_x", ctypes.c_uint32),
+        ("cluster_y", ctypes.c_uint16),
+        ("cluster_z", ctypes.c_uint16),
+        ("log_level", ctypes.c_uint32),
+    ]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a session is asked for; None keeps the library's default (``OptionsInit``: 256
+    timestamps per warp, a 512 MiB device buffer)."""
+
+    max_ts_per_warp: int | None = None
+    device_buffer_size: int | None = None
+    log_level: str = "info"
+    warp_lifetime_only: bool = False
+    defer_trace_readback: bool = False
+    cluster: tuple[int, int, int] | None = None
+
+    def apply(self, options: Options) -> None:
+        """Write these settings over the library's defaults in ``options``."""
+        if self.max_ts_per_warp is not None:
+            options.max_ts_per_warp = self.max_ts_per_warp
+        if self.device_buffer_size is not None:
+            options.device_buffer_size = self.device_buffer_size
+        options.log_level = LOG_LEVELS[self.log_level]
+        options.flags |= WARP_LIFETIME_ONLY * self.warp_lifetime_only
+        options.flags |= DEFER_TRACE_READBACK * self.defer_trace_readback
+        if self.cluster is not None:
+            options.flags |= ENABLE_CLUSTER
+            options.cluster_x, options.cluster_y, options.cluster_z = self.cluster
+
+
+def library_path(dsl_packages: str | Path | None) -> Path:
+    """The session library beside the installed run-iket (its ``dsl_packages`` folder)."""
+    if dsl_packages is None or not (Path(dsl_packages) / LIBRARY).is_file():
+        raise ToolchainError(
+            f"run-iket's in-process session library ({LIBRARY}) is not installed here",
+            hint="pip install 'nvidia-cutlass-dsl-libs-base>=4.8'",
+        )
+    return Path(dsl_packages) / LIBRARY
+
+
+def load(path: Path) -> Any:
+    """The library, its ABI version checked; a :class:`ToolchainError` that says why not."""
+    try:
+        lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    except OSError as error:
+        raise ToolchainError(
+            f"cannot load {path}: {error}",
+            hint="the in-process session needs the NVIDIA driver (libcuda.so.1): run it on the GPU machine",
+        ) from None
+    return checked(lib, path)
+
+
+def checked(lib: Any, path: Path | str) -> Any:
+    """``lib`` when it speaks ABI 1.x; a :class:`ToolchainError` naming the version otherwise."""
+    major, minor = ctypes.c_uint32(), ctypes.c_uint32()
+    try:
+        result = lib.IketProfilingSessionGetApiVersion(ctypes.pointer(major), ctypes.pointer(minor))
+    except AttributeError:
+        raise ToolchainError(f"{path} has no in-process session (run-iket older than 4.8)") from None
+    if result != 0 or major.value != ABI_MAJOR:
+        raise ToolchainError(
+            f"{path} speaks session ABI {major.value}.{minor.value} (result {result}); "
+            f"iket speaks {ABI_MAJOR}.x",
+            hint="install the nvidia-cutlass-dsl-libs-base this iket supports (4.8)",
+        )
+    return lib
+
+
+class Session:
+    """One in-process session: :meth:`start` (Create, OptionsInit, SetOptions, Start),
+    :meth:`stop`, :meth:`save`, :meth:`close` (Destroy). A context manager: leaving it stops
+    and destroys the session (patched kernels restored) however the block ends."""
+
+    _active: Session | None = None
+    _lock = threading.Lock()
+
+    def __init__(self, lib: Any, settings: Settings = Settings()) -> None:
+        self.lib = lib
+        self.settings = settings
+        self.handle = ctypes.c_void_p()
+        self.running = False
+
+    def start(self) -> Session:
+        with Session._lock:
+            if Session._active is not None:
+                raise SessionError(
+                    "another IKET session is active in this process: the library allows one at a time",
+                    call="Start",
+                    hint="end the first window before opening another",
+                )
+            Session._active = self
+        try:
+            self._call("Create", ctypes.pointer(self.handle))
+            options = Options()
+            options.struct_size = ctypes.sizeof(Options)
+            self._call("OptionsInit", ctypes.pointer(options))
+            self.settings.apply(options)
+            self._call("SetOptions", self.handle, ctypes.pointer(options))
+            self._call("Start", self.handle)
+        except BaseException:
+            self.close()
+            raise
+        self.running = True
+        return self
+
+    def stop(self) -> None:
+        """Collect the trace data and restore the patched kernels."""
+        if self.running:
+            self.running = False
+            self._call("Stop", self.handle)
+
+    def save(self, path: Path) -> Path:
+        """Write the trace JSON of what the session collected to ``path``."""
+        self._call("SaveTrace", self.handle, str(path).encode())
+        return path
+
+    def close(self) -> None:
+        """Stop (where running) and destroy the session; the process may open another."""
+        try:
+            if self.handle.value:
+                self.running = False
+                self._call("Destroy", self.handle)
+        finally:
+            self.handle = ctypes.c_void_p()
+            with Session._lock:
+                if Session._active is self:
+                    Session._active = None
+
+    def _call(self, name: str, *args: Any) -> None:
+        result = getattr(self.lib, f"IketProfilingSession{name}")(*args)
+        if result != 0:
+            raise SessionError(
+                f"IKET's session refused {name}: {RESULTS.get(result, 'result')} ({result})",
+                call=name,
+                result=result,
+            )
+
+    def __enter__(self) -> Session:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        finally:
+            self.close()
