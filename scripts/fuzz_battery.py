@@ -105,6 +105,13 @@ COMMANDS = {
         ["doctor", "--gpu"],
         ["doctor", "--gpu", "--json"],
     ],
+    "loss": [  # issue 51: a capture that lost data, its completeness record or raw files damaged
+        ["show", "{cap}"],
+        ["lint", "{cap}", "--format", "json"],
+        ["report", "{cap}", "-o", "{out}.html"],
+        ["diff", "{other}", "{cap}", "--fail-over", "5%"],
+        ["postprocess", "{cap}", "--format", "json"],
+    ],
 }
 #: The seed captures each kind damages (the first kinds' choice is as it was: same cases).
 SEEDS_OF = {
@@ -117,6 +124,7 @@ SEEDS_OF = {
     "dag": ("pipe",),
     "roles": ("pipe",),
     "doctor": ("affine",),
+    "loss": ("loss",),
 }
 #: The ``--extract`` seed: a numpy workload whose one call is recorded.
 KERNELS = "def launch(a, b):\n    b[:] = a * 2\n    return b\n"
@@ -152,6 +160,7 @@ def prepare(work: Path) -> dict[str, Path]:
         ("affine", "affine", ["w.py:workload"]),
         ("multi", "multi", ["w.py:workload"]),
         ("saved", "affine", ["model.py", "--extract", "kernels:launch"]),
+        ("loss", "loss_multi", ["--max-ts-cnt-per-warp", "3", "w.py:workload"]),
     ):
         env = {**os.environ, "IKET_DOUBLE_CAPTURE": str(FIXTURES / replay), "PYTHONPATH": str(ROOT)}
         env.pop("CUDA_INJECTION64_PATH", None)
@@ -377,7 +386,31 @@ def _doctor(cap: Path, rng: random.Random, seeds: dict[str, Path]) -> None:
 
 
 #: The kinds of issue 50, each a function that damages its input in a fresh copy.
-ANNOTATED = {"saved": _saved, "record": _record, "dag": _dag, "roles": _roles, "doctor": _doctor}
+def _loss(cap: Path, rng: random.Random, seeds: dict[str, Path]) -> None:
+    """The completeness record, the raw capture's launch list or data, or the injection log
+    damaged; a raw folder (no manifest, no artifacts) half the time, for postprocess to judge."""
+    raw = next((cap / "iket").glob("pid_*"))
+    choice = rng.randrange(4)
+    if choice == 0:
+        target = cap / "manifest.json"
+        target.write_text(damage_json(target.read_text(), rng, under=("completeness",)))
+    else:
+        _damage_file(
+            rng.choice([raw / "iket.data.json", raw / "iket.data.bin", raw / "iket.injection.log"]), rng
+        )
+    if choice and rng.random() < 0.5:
+        for path in [cap / "manifest.json", *cap.glob("iket_pid_*")]:
+            path.unlink()
+
+
+ANNOTATED = {
+    "saved": _saved,
+    "record": _record,
+    "dag": _dag,
+    "roles": _roles,
+    "doctor": _doctor,
+    "loss": _loss,
+}
 
 
 # -- one case, in a child --------------------------------------------------------------------

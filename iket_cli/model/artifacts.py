@@ -157,7 +157,7 @@ def raw_launches(path: Path, *, graphs: bool = False) -> list[dict[str, Any]]:
 
 def _read_launches(path: Path, *, graphs: bool = False) -> list[dict[str, Any]] | None:
     try:
-        data = jsonio.parse(path.read_bytes())
+        data = jsonio.read(path)
     except (OSError, ValueError):
         return None
     launches = data.get("launches", []) if isinstance(data, dict) else []
@@ -189,7 +189,7 @@ def graph_launch_counts(folder: Path, file_name: str) -> Counter:
     counts: Counter = Counter()
     for path in sorted(folder.glob(f"{RAW_PROCESS_PREFIX}*/{file_name}")):
         try:
-            graphs = jsonio.parse(path.read_bytes()).get("graphLaunches")
+            graphs = jsonio.read(path).get("graphLaunches")
         except (OSError, ValueError, AttributeError):
             continue
         for launches in graphs.values() if isinstance(graphs, dict) else []:
@@ -257,7 +257,7 @@ def phases_from_stats(stats_path: Path) -> dict[str, float | None]:
         "postprocess": "postprocess",
     }
     try:
-        phases = jsonio.parse(stats_path.read_text()).get("phases", {})
+        phases = jsonio.read(stats_path).get("phases", {})
     except (OSError, ValueError, AttributeError):
         phases = {}
     result: dict[str, float | None] = {}
@@ -274,7 +274,7 @@ def recommended_budget(tracker_dir: Path) -> int | None:
     found = None
     for path in sorted(tracker_dir.glob(f"{RAW_PROCESS_PREFIX}*/{TRACKER_JSON}")):
         try:
-            value = jsonio.parse(path.read_bytes()).get("recommended_max_ts_cnt_per_warp")
+            value = jsonio.read(path).get("recommended_max_ts_cnt_per_warp")
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -286,7 +286,7 @@ def instrumented_kernels(config_path: Path) -> set[str]:
     """The kernels run-iket's generated config instruments (``gen-config/instrument.config.json``):
     those whose launches should carry records; empty where it is missing or unreadable."""
     try:
-        modules = jsonio.parse(config_path.read_bytes()).get("modules")
+        modules = jsonio.read(config_path).get("modules")
     except (OSError, ValueError, AttributeError):
         return set()
     names = set()

@@ -219,7 +219,7 @@ def configured_mode(folder: Path) -> str | None:
     """A kept run-iket folder's mode: its generated config instruments nothing in warp-trace."""
 
     try:
-        config = jsonio.parse((folder / GEN_CONFIG_DIR / INSTRUMENT_CONFIG).read_text())
+        config = jsonio.read(folder / GEN_CONFIG_DIR / INSTRUMENT_CONFIG)
     except (OSError, ValueError):
         return None
     modules = config.get("modules") if isinstance(config, dict) else None

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import jsonio
 from .completeness import (
     BUDGET,
     CUDA_GRAPH,
@@ -134,8 +135,8 @@ def read(folder: Path) -> LogReading:
     lines: list[str] = []
     for path in sorted(folder.glob(f"pid_*/{LOG_FILE}")):
         try:
-            with open(path, "rb") as handle:
+            with jsonio.open_regular(path) as handle:
                 lines += handle.read(MAX_BYTES).decode("utf-8", "replace").splitlines()
-        except OSError:
+        except (OSError, ValueError):  # unreadable, or not a regular file: says nothing
             continue
     return read_lines(lines)

@@ -13,7 +13,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 #: The largest manifest, record or config iket reads (a manifest of many processes with
 #: its lint findings is a few hundred KB).
@@ -55,11 +55,19 @@ def read(path: str | os.PathLike, limit: int = MAX_BYTES) -> Any:
     ``OSError`` as ``open`` does, ``ValueError`` (:class:`TooLarge` for a file over ``limit``)
     for anything that is not a JSON document iket can hold.
     """
-    fd = os.open(Path(path), os.O_RDONLY | os.O_NONBLOCK)
-    with open(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegular("not a regular file")
+    with open_regular(path) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise TooLarge(f"larger than {limit >> 20} MiB")
     return parse(data)
+
+
+def open_regular(path: str | os.PathLike) -> BinaryIO:
+    """``path`` opened for reading in binary, if it is a regular file (a link to one is
+    followed); :class:`NotRegular` for a FIFO (opened without blocking, never read), a device
+    or a folder. The raw capture's data and logs are read through it too."""
+    fd = os.open(Path(path), os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegular("not a regular file")
+    return open(fd, "rb")

@@ -51,7 +51,7 @@ def read(raw_manifest: Path) -> RawEvents | None:
     """Count the raw events of one process's capture (``iket/pid_<hex>/iket.data.json``);
     ``None`` when it is missing, unreadable or not in the layout described above."""
     try:
-        manifest = jsonio.parse(raw_manifest.read_text())
+        manifest = jsonio.read(raw_manifest)
         found = RawEvents()
         blobs: dict[str, bytes] = {}
         for launch in manifest["launches"]:
@@ -91,7 +91,8 @@ def _launch(folder: Path, launch: dict, context: dict, blobs: dict, found: RawEv
         return None
     ref, size = launch["dataRef"], launch["warpBufferSize"]
     if ref["filename"] not in blobs:
-        blobs[ref["filename"]] = (folder / ref["filename"]).read_bytes()
+        with jsonio.open_regular(folder / ref["filename"]) as handle:  # a FIFO or /dev/zero: refused
+            blobs[ref["filename"]] = handle.read()
     data = blobs[ref["filename"]][ref["offset"] : ref["offset"] + ref["size"]]
     if size <= 0 or size % 4 or len(data) != ref["size"] or len(data) % size:
         return None

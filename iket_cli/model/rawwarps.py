@@ -50,7 +50,7 @@ def read(raw_manifest: Path) -> list[LaunchWarps] | None:
     """Every decodable launch's warps of one process's raw capture; None where the manifest
     is missing or unreadable."""
     try:
-        manifest = jsonio.parse(raw_manifest.read_bytes())
+        manifest = jsonio.read(raw_manifest)
         launches = manifest["launches"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -108,7 +108,7 @@ def _mapped(path: Path) -> memoryview | None:
     import mmap
 
     try:
-        with open(path, "rb") as handle:
+        with jsonio.open_regular(path) as handle:
             if os.fstat(handle.fileno()).st_size == 0:
                 return memoryview(b"")
             return memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))

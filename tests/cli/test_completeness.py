@@ -5,6 +5,7 @@ docs/gpu/issue51_h100/)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -203,3 +204,24 @@ def test_a_damaged_completeness_record_is_one_line_and_names_are_spelled_out(dou
     broken = run_iket("show", "cap", cwd=work)
     assert broken.code == 2 and "completeness.losses[0].launches" in broken.stderr, broken
     assert "Traceback" not in broken.stderr and len(broken.stderr.strip().splitlines()) <= 2
+
+
+@pytest.mark.parametrize("special", ["fifo", "zero"])
+def test_a_raw_data_file_that_is_no_file_neither_hangs_nor_fills_memory(double, work, special):
+    """Found by the battery's ``loss`` kind: the warp slots, the raw counts and the injection log
+    were read from whatever the raw capture's files were (a FIFO blocked, /dev/zero never ended)."""
+    profile(double, work, "loss_multi", "-o", "cap", "--keep", "--max-ts-cnt-per-warp", "3", "w.py:workload")
+    raw = next((work / "cap" / "iket").glob("pid_*"))
+    for name in ("iket.data.bin", "iket.injection.log"):
+        (raw / name).unlink()
+        if special == "fifo":
+            os.mkfifo(raw / name)
+        else:
+            (raw / name).symlink_to("/dev/zero")
+    lint = run_iket("lint", "cap", cwd=work, timeout=30)
+    assert lint.code == 0 and "Traceback" not in lint.stderr, lint
+    for path in [work / "cap" / "manifest.json", *(work / "cap").glob("iket_pid_*")]:
+        path.unlink()
+    decoded = run_iket("postprocess", "cap", "--format", "json", cwd=work, timeout=30)
+    assert decoded.code == 1 and "Traceback" not in decoded.stderr, decoded
+    assert sum(line.startswith("iket: error:") for line in decoded.stderr.splitlines()) == 1
