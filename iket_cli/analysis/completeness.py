@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..model import artifacts, injection_log, jsonio, rawwarps
 from ..model.completeness import (
@@ -34,6 +35,7 @@ from ..model.completeness import (
 from ..model.injection_log import LogReading, Said
 from ..model.names import Namer
 from ..model.rawwarps import LaunchWarps
+from ..model.trace import Trace
 from ..model.vocab import (
     GEN_CONFIG_DIR,
     INSTRUMENT_CONFIG,
@@ -260,6 +262,40 @@ def _missing(evidence: Evidence, names: Namer, found: list[Loss]) -> list[Loss]:
                      f"traced ({count} in the tracker pass, {captured} captured{said})",
                      fix_for(CUDA_GRAPH), "launches", short=names(kernel))
             )  # fmt: skip
+    return losses
+
+
+def from_trace(trace: Trace) -> list[dict[str, Any]]:
+    """The losses a trace shows by itself, where nothing beside it recorded them (a bare trace,
+    a folder raw run-iket wrote without ``--keep``, an in-process session's): every warp of a
+    traced launch writes its lifetime, so a launch with fewer lifetimes than its grid has warps
+    lost the others' records (not checked where one cluster was traced). With none left, the
+    known cause is the budget: the H100 showed exactly this (run-iket and the session alike)."""
+    from ..model.rawwarps import WARP_SIZE
+
+    by_kernel: dict[str, list[tuple[int, int]]] = {}
+    for launch in trace.launches:
+        warps = launch.grid[0] * launch.grid[1] * launch.grid[2]
+        warps *= -(-(launch.block[0] * launch.block[1] * launch.block[2]) // WARP_SIZE)
+        recorded = len(set(launch.warps.loc))
+        if not launch.single_cluster and recorded < warps:
+            by_kernel.setdefault(launch.kernel, []).append((recorded, warps))
+    names = Namer([launch.kernel for launch in trace.launches])
+    losses = []
+    for kernel, launches in by_kernel.items():
+        empty = all(recorded == 0 for recorded, _ in launches)
+        dropped = sum(warps - recorded for recorded, warps in launches)
+        cause = BUDGET if empty else UNKNOWN
+        what = (
+            f"{_n(len(launches), 'launch', 'launches')} of {names(kernel)} recorded nothing, not even "
+            "their warps' lifetimes: most likely a budget of timestamps per warp below what they emit"
+            if empty
+            else f"{_n(dropped, 'warp record', 'warp records')} of {names(kernel)} missing in "
+            f"{_n(len(launches), 'launch', 'launches')}: the cause is not known"
+        )
+        fix = fix_for(cause) if empty else "look for: " + "; ".join(EMPTY_CANDIDATES)
+        losses.append(Loss(kernel, cause, RECORDS, len(launches), what, fix, "trace", short=names(kernel),
+                           records=dropped).to_dict())  # fmt: skip
     return losses
 
 

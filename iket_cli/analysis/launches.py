@@ -34,11 +34,12 @@ def quiet_kernels(trace: Trace) -> set[str]:
 
 def mode_of(trace: Trace, known: str | None) -> str:
     """The capture's mode: ``known`` (its manifest's, or its kept config's), else read from the
-    trace: one without any event is taken for a warp trace (vocab.MODES)."""
+    trace: one without any event, but with warp lifetimes, is taken for a warp trace (vocab.MODES)."""
     if known is not None:
         return known
     every = {launch.kernel for launch in trace.launches}
-    return WARP_TRACE if every and quiet_kernels(trace) == every else INSTRUMENTED
+    lifetimes = any(len(launch.warps) for launch in trace.launches)  # a warp trace records them
+    return WARP_TRACE if every and lifetimes and quiet_kernels(trace) == every else INSTRUMENTED
 
 
 def spans(trace: Trace) -> list[tuple[str, int]]:

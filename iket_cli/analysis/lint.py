@@ -36,7 +36,7 @@ from ..model.folder import beside
 from ..model.names import short as short_name
 from ..model.trace import Trace
 from ..model.vocab import PAYLOAD_TYPES, PUSH_POP, START_END, TIMER_STEP_NS, WARP_TRACE
-from .completeness import EMPTY_CANDIDATES
+from .completeness import EMPTY_CANDIDATES, from_trace
 from .launches import mode_of
 from .payloads import type_conflicts
 from .stats import any_distinct
@@ -84,7 +84,8 @@ def lint_file(path: Path, trace: Trace) -> list[Finding]:
     sites = (found.process or {}).get("payload_sites")
     dags = dags_for(path)
     unpaired = pair(trace, dags).undecided if dags else []
-    findings = lint(trace, raw=raw, sites=sites, mode=found.mode, unpaired=unpaired, losses=found.losses)
+    losses = found.losses if found.losses is not None else from_trace(trace)
+    findings = lint(trace, raw=raw, sites=sites, mode=found.mode, unpaired=unpaired, losses=losses)
     if raw is None:
         findings += [
             Finding(f["code"], f["kernel"], f["message"], f["hint"])

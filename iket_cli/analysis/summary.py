@@ -24,6 +24,7 @@ from . import launch_parts
 from . import launches as launches_mod
 from . import lint as lint_mod
 from . import spread as spread_mod
+from .completeness import from_trace
 from .groups import groups, text
 from .spread import Spread
 from .stats import Stats, stats
@@ -247,7 +248,7 @@ def summarize_loaded(
     quiet = launches_mod.quiet_kernels(loaded)
     mode = launches_mod.mode_of(loaded, found.mode)
     untraced = _matching(_untraced(found), filters)
-    losses = _matching(found.losses or [], filters)
+    losses = _matching(found.losses if found.losses is not None else from_trace(loaded), filters)
     result = []
     for group, part, kernels in summed or summarize_groups(loaded, by=by, roles=roles, **filters):
         kernels = [k for k in kernels if k.kernel not in quiet and (k.ranges or k.markers)]

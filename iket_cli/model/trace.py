@@ -33,6 +33,7 @@ _TABLES = b'],"locationTable":'
 #: Where the launches of their own begin, after the CUDA graphs' (``graphLaunches``), and
 #: each graph replay's key before its launches.
 _LAUNCHES = b',"launches":['
+_SINGLE_CLUSTER = b'"singleClusterActive":'
 _GRAPH_KEY = re.compile(rb'"((?:[^"\\]|\\.)*)":\[\{"blockDimX":')
 #: How the decoder's own layout begins (keys sorted, no spaces).
 _HEAD = b'{"graphLaunches":{'
@@ -90,6 +91,8 @@ class Launch:
     #: the CUDA graph replay it ran in (the trace's ``graphLaunches`` key, ``graph_exec_2:0``);
     #: None for a launch of its own. A trace lists graph launches after the others.
     graph: str | None = None
+    #: ``singleClusterActive``: only one cluster's CTAs were traced (``--enabled-cluster``)
+    single_cluster: bool = False
 
 
 @dataclass
@@ -159,6 +162,9 @@ def _scan(path: Path, data, kinds: tuple[str, ...] = KINDS) -> Trace:
         if launch.graph and stop < end:  # the last of its replay: its bytes end before ``]}`` or ``],``
             end = data.rfind(b"}]", head.end(), stop)
         _fill(launch, data, head.end(), end, kinds)
+        flag = data.rfind(_SINGLE_CLUSTER, head.end(), end)  # just before its warps: found from the end
+        value = flag + len(_SINGLE_CLUSTER)
+        launch.single_cluster = flag >= 0 and data[value : value + 1] not in (b"0", b"")
         (graphs if launch.graph else launches).append(launch)
     return Trace(path, launches + graphs, tail["stringTable"], tail["locationTable"])
 
@@ -258,6 +264,7 @@ def _from_json(path: Path) -> Trace:
                 grid_id=raw["gridId"],
                 cluster=_cluster(raw.get("enabledCluster")),
                 graph=graph,
+                single_cluster=bool(raw.get("singleClusterActive")),
             )
             for r in raw["ranges"]:
                 launch.ranges.end.append(r["endTs"])

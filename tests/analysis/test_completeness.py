@@ -101,3 +101,23 @@ def test_the_sources_not_checked_say_why(tmp_path):
     shutil.rmtree(folder / "tracker")
     found = judge.check(judge.gather(folder))
     assert found.complete is True and "budget" in {u["source"] for u in found.unchecked}
+
+
+def test_a_bare_trace_says_what_it_lost_by_itself():
+    """No raw capture, no manifest (an in-process session's trace, H100): no warp lifetime left."""
+    from iket_cli.model import trace
+
+    (loss,) = judge.from_trace(trace.load(FIXTURES / "session" / "budget1.trace.json"))
+    assert (loss["cause"], loss["launches"], loss["records"], loss["source"]) == (BUDGET, 1, 1, "trace")
+    assert "not even their warps' lifetimes" in loss["message"]
+    for name in ("affine", "multi", "cute_pipeline", "warp_multi", "loss_graph"):
+        for path in (FIXTURES / name).glob("*.trace.json"):
+            assert judge.from_trace(trace.load(path)) == [], path
+
+
+def test_a_single_cluster_trace_is_not_judged_by_its_warps():
+    from iket_cli.model import trace
+
+    loaded = trace.load(FIXTURES / "session" / "budget1.trace.json")
+    loaded.launches[0].single_cluster = True
+    assert judge.from_trace(loaded) == []

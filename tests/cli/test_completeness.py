@@ -225,3 +225,13 @@ def test_a_raw_data_file_that_is_no_file_neither_hangs_nor_fills_memory(double, 
     decoded = run_iket("postprocess", "cap", "--format", "json", cwd=work, timeout=30)
     assert decoded.code == 1 and "Traceback" not in decoded.stderr, decoded
     assert sum(line.startswith("iket: error:") for line in decoded.stderr.splitlines()) == 1
+
+
+def test_a_bare_trace_that_lost_its_warps_is_said_by_show_and_lint(work):
+    bare = work / "budget1.trace.json"
+    shutil.copy(FIXTURES / "session" / "budget1.trace.json", bare)
+    shown = run_iket("show", bare.name, cwd=work)
+    assert shown.code == 0 and shown.stdout.startswith("INCOMPLETE"), shown
+    assert "kernels that recorded no event" in shown.stdout, "not taken for a warp trace: it has no lifetime"
+    lint = run_iket("lint", bare.name, cwd=work)
+    assert "[budget-drop]" in lint.stdout + lint.stderr, lint

@@ -158,3 +158,42 @@ def test_timeline(tmp_path):
     assert many.code == 0 and many.stdout.count("copy_kernel_kernel") == 1
     out_of_range = run_iket("show", FIXTURES / "multi", "--timeline", "--launch", "9", cwd=tmp_path)
     assert out_of_range.code == 2 and "no launch matches the filters" in out_of_range.stderr
+
+
+def test_the_trace_readers_agree_on_graph_launches_and_single_clusters():
+    """The scan and the general JSON path read the same launches, graph replays last."""
+    from iket_cli.model import trace
+
+    for name in ("loss_graph", "multi", "affine", "loss_multi"):
+        path = next((FIXTURES / name).glob("*.trace.json"))
+        scanned, general = trace._scan(path, path.read_bytes()), trace._from_json(path)
+        shape = [
+            (
+                x.kernel,
+                x.graph,
+                x.single_cluster,
+                list(x.ranges.start),
+                list(x.markers.start),
+                list(x.warps.end),
+            )
+            for x in scanned.launches
+        ]
+        assert shape == [
+            (
+                x.kernel,
+                x.graph,
+                x.single_cluster,
+                list(x.ranges.start),
+                list(x.markers.start),
+                list(x.warps.end),
+            )
+            for x in general.launches
+        ], name
+    graph = trace.load(next((FIXTURES / "loss_graph").glob("*.trace.json")))
+    assert [x.graph for x in graph.launches] == [
+        None,
+        None,
+        "graph_exec_2:0",
+        "graph_exec_2:1",
+        "graph_exec_2:2",
+    ]
