@@ -142,7 +142,12 @@ class SessionError(CaptureError):
 
 class IncompleteCapture(CaptureError):
     """``--strict``: the capture was published, but IKET lost some of its data (its manifest's
-    completeness record says what); ``iket run`` calls such a job ``incomplete``."""
+    completeness record says what); ``iket run`` calls such a job ``incomplete``. ``published``:
+    the capture's folder (``--json`` prints its manifest)."""
+
+    def __init__(self, message: str, *, published=None, **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.published = published
 
 
 class NoInstrumentedKernelError(CaptureError):

@@ -298,8 +298,9 @@ def command(ctx: click.Context, **kw: object) -> int:
         with reporter:
             capture = profile(target, output_dir, reporter=reporter, command=["iket", *sys.argv[1:]], **kw)
     except IketError as error:
-        if as_json and error.failed_dir is not None and (error.failed_dir / MANIFEST_NAME).is_file():
-            sys.stdout.write((error.failed_dir / MANIFEST_NAME).read_text())  # CI reads it too
+        kept = getattr(error, "published", None) or error.failed_dir  # --strict's incomplete capture
+        if as_json and kept is not None and (kept / MANIFEST_NAME).is_file():
+            sys.stdout.write((kept / MANIFEST_NAME).read_text())  # CI reads it too
         raise
     reporter.summary(capture)
     unshown = None if as_json else streams.take_stdout_error()

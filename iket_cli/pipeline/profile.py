@@ -308,6 +308,7 @@ def _incomplete(published: Capture, reporter: Reporter, *, strict: bool) -> None
     if losses and strict:
         raise IncompleteCapture(
             headline(published.manifest) or "",
+            published=published.output_dir,
             phase="capture",
             hint=f"the capture is in {published.output_dir}, its losses in manifest.json (completeness)",
         )

@@ -109,6 +109,12 @@ def test_strict_after_a_loss_the_tracker_did_not_foresee_publishes_and_fails(dou
     assert result.code == 1, result
     assert MULTI_LINE in result.stderr and "its losses in manifest.json" in result.stderr
     assert manifest.read(work / "cap")["completeness"]["complete"] is False, "published"
+    as_json = run_iket(
+        "profile", "--run-iket", double, "-o", "cap", "--clobber", "--strict", "--json",
+        "--max-ts-cnt-per-warp", "3", "w.py:workload", cwd=work,
+        env={"IKET_DOUBLE_CAPTURE": str(no_tracker_count)},
+    )  # fmt: skip
+    assert as_json.code == 1 and json.loads(as_json.stdout)["completeness"]["complete"] is False, as_json
 
 
 def test_launches_of_a_cuda_graph_are_read_and_counted(double, work):
