@@ -18,21 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-class Options(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("flags", ctypes.c_uint32),
-        ("max_ts_per_warp", ctypes.c_uint64),
-        ("device_buffer_size", ctypes.c_uint64),
-        ("profiled_cuda_contexts", ctypes.c_void_p),
-        ("num_profiled_cuda_contexts", ctypes.c_uint64),
-        ("cluster_x", ctypes.c_uint32),
-        ("cluster_y", ctypes.c_uint16),
-        ("cluster_z", ctypes.c_uint16),
-        ("log_level", ctypes.c_uint32),
-    ]
+from iket_cli.capture.session import Options
 
 
 def library() -> ctypes.CDLL:

@@ -162,33 +162,10 @@ def test_timeline(tmp_path):
 
 def test_the_trace_readers_agree_on_graph_launches_and_single_clusters():
     """The scan and the general JSON path read the same launches, graph replays last."""
-    from iket_cli.model import trace
-
     for name in ("loss_graph", "multi", "affine", "loss_multi"):
         path = next((FIXTURES / name).glob("*.trace.json"))
         scanned, general = trace._scan(path, path.read_bytes()), trace._from_json(path)
-        shape = [
-            (
-                x.kernel,
-                x.graph,
-                x.single_cluster,
-                list(x.ranges.start),
-                list(x.markers.start),
-                list(x.warps.end),
-            )
-            for x in scanned.launches
-        ]
-        assert shape == [
-            (
-                x.kernel,
-                x.graph,
-                x.single_cluster,
-                list(x.ranges.start),
-                list(x.markers.start),
-                list(x.warps.end),
-            )
-            for x in general.launches
-        ], name
+        assert [_shape(x) for x in scanned.launches] == [_shape(x) for x in general.launches], name
     graph = trace.load(next((FIXTURES / "loss_graph").glob("*.trace.json")))
     assert [x.graph for x in graph.launches] == [
         None,
@@ -197,3 +174,14 @@ def test_the_trace_readers_agree_on_graph_launches_and_single_clusters():
         "graph_exec_2:1",
         "graph_exec_2:2",
     ]
+
+
+def _shape(x: trace.Launch) -> tuple:
+    return (
+        x.kernel,
+        x.graph,
+        x.single_cluster,
+        list(x.ranges.start),
+        list(x.markers.start),
+        list(x.warps.end),
+    )
