@@ -118,6 +118,29 @@ def of_process(record: dict[str, Any] | None, pid_hex: str | None) -> list[dict[
     return [loss for loss in found.get("losses") or [] if loss.get("pid_hex") in (pid_hex, None)]
 
 
+def pooled(parts: list[tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
+    """The completeness record of captures merged into one (``iket merge``): every part's
+    losses; the sources every part checked; a part that keeps no record is said unchecked.
+    ``parts``: (the part's name, its manifest's ``completeness`` or None)."""
+    kept = [record for _, record in parts if isinstance(record, dict)]
+    found = Completeness(
+        losses=[Loss(**_known(loss)) for record in kept for loss in record.get("losses") or []],
+        checked=sorted(set.intersection(*(set(r.get("checked") or []) for r in kept))) if kept else [],
+        unchecked=[u for record in kept for u in record.get("unchecked") or []],
+    )
+    found.unchecked += [
+        {"source": "merge", "why": f"{name} keeps no completeness record"}
+        for name, record in parts
+        if not isinstance(record, dict)
+    ]
+    return found.to_dict()
+
+
+def _known(loss: dict[str, Any]) -> dict[str, Any]:
+    """A recorded loss's fields this iket knows (a later one may add some)."""
+    return {key: value for key, value in loss.items() if key in Loss.__dataclass_fields__}
+
+
 def headline(record: dict[str, Any] | None) -> str | None:
     """``INCOMPLETE: 3 launches of stage_kernel recorded nothing: ...``: the capture's first
     loss and how many more; None where nothing was lost."""

@@ -18,7 +18,7 @@ from .._version import __version__
 from ..capture import outdir
 from ..capture.staging import Staging
 from ..errors import Status, UsageError
-from ..model import atomic, labels, pftrace
+from ..model import atomic, completeness, labels, pftrace
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
 from ..model.vocab import FORMATS, MERGE_STATUSES, TIMELINE_NAME
@@ -174,6 +174,9 @@ def _manifest(inputs: list[Path], records: list[dict], processes: list[dict]) ->
         postprocess=formats,
         keep=False,
         processes=processes,
+        completeness=completeness.pooled(
+            [(str(p), r.get("completeness")) for p, r in zip(inputs, records, strict=True)]
+        ),
         sources=[
             {"path": str(p.resolve()), "started_at": r["started_at"], "target": r["target"]}
             for p, r in zip(inputs, records, strict=True)

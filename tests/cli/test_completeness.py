@@ -241,3 +241,25 @@ def test_a_bare_trace_that_lost_its_warps_is_said_by_show_and_lint(work):
     assert "kernels that recorded no event" in shown.stdout, "not taken for a warp trace: it has no lifetime"
     lint = run_iket("lint", bare.name, cwd=work)
     assert "[budget-drop]" in lint.stdout + lint.stderr, lint
+
+
+def test_a_merge_keeps_what_its_parts_lost(double, work):
+    profile(double, work, "multi", "-o", "whole", "w.py:workload")
+    profile(double, work, "loss_multi", "-o", "lossy", "--max-ts-cnt-per-warp", "3", "w.py:workload")
+    merged = run_iket("merge", "both", "whole", "lossy", cwd=work)
+    assert merged.code == 0, merged
+    record = manifest.read(work / "both")["completeness"]
+    assert record["complete"] is False and [loss["short"] for loss in record["losses"]] == [
+        "scale_loop_kernel"
+    ]
+    shown = run_iket("show", "both", cwd=work).stdout
+    banner = shown.index("INCOMPLETE: these numbers miss")
+    assert shown.index("pid whole/") < banner < shown.index("pid lossy/"), "above the part that lost it"
+    (work / "whole" / "manifest.json").write_text(
+        json.dumps({k: v for k, v in manifest.read(work / "whole").items() if k != "completeness"})
+    )
+    again = run_iket("merge", "both2", "whole", "lossy", cwd=work)
+    assert again.code == 0, again
+    record = manifest.read(work / "both2")["completeness"]
+    assert record["complete"] is False and "checked" in record
+    assert {"source": "merge", "why": "whole keeps no completeness record"} in record["unchecked"]
