@@ -62,26 +62,21 @@ class Evidence:
     warps: dict[str, list[LaunchWarps] | None] = field(default_factory=dict)
     #: The tracker pass's recommended budget (the largest of its processes'); None: no tracker.
     needed: int | None = None
-    #: Launches per kernel name in the tracker pass and in the capture pass (pooled); those
-    #: of CUDA graphs apart (``graphLaunches``). None: no tracker pass listed them.
+    #: Launches per kernel name in the tracker pass (pooled), and those of CUDA graphs in it
+    #: and in the capture pass (``graphLaunches``). None: no tracker pass listed them.
     tracked: Counter | None = None
-    captured: Counter | None = None
     tracked_graph: Counter | None = None
     captured_graph: Counter = field(default_factory=Counter)
     #: The capture pass's injection logs; None where none was kept.
     log: LogReading | None = None
-    #: The level the injection logged at (run-iket's --log-level; None: its default, error).
+    #: The level the capture pass's injection logged at (its ``iket.config.json``; None: unknown).
     log_level: str | None = None
     #: The library's failed operations in the capture pass's output, by (code, what).
     failed: Counter = field(default_factory=Counter)
 
 
 def gather(
-    capture_dir: Path,
-    *,
-    tracker_dir: Path | None = None,
-    log_level: str | None = None,
-    output_lines: list[str] | None = None,
+    capture_dir: Path, *, tracker_dir: Path | None = None, output_lines: list[str] | None = None
 ) -> Evidence:
     """What a run-iket output folder (kept: ``iket/``, ``tracker/``, ``gen-config/``) tells of a
     loss. ``tracker_dir``: the tracker pass's output where it is not in the folder (a reused
@@ -96,7 +91,6 @@ def gather(
         if pid_hex is not None:
             warps[pid_hex] = rawwarps.read(folder / RAW_MANIFEST)
     tracked, tracked_procs = artifacts.launch_counts(tracker, TRACKER_JSON, "kernelName")
-    captured, _ = artifacts.launch_counts(raw, RAW_MANIFEST, "kernelName")
     tracked_graph = artifacts.graph_launch_counts(tracker, TRACKER_JSON)
     captured_graph = artifacts.graph_launch_counts(raw, RAW_MANIFEST)
     logged = any(raw.glob(f"pid_*/{injection_log.LOG_FILE}"))
@@ -104,11 +98,10 @@ def gather(
         warps=warps,
         needed=artifacts.recommended_budget(tracker),
         tracked=_only(tracked, instrumented) if tracked_procs else None,
-        captured=_only(captured, instrumented),
         tracked_graph=_only(tracked_graph, instrumented) if tracked_procs else None,
         captured_graph=_only(captured_graph, instrumented),
         log=injection_log.read(raw) if logged else None,
-        log_level=_configured_level(raw) or log_level,
+        log_level=_configured_level(raw),
         failed=injection_log.read_lines(output_lines or []).failed_operations,
     )
 
@@ -132,8 +125,8 @@ def check(evidence: Evidence) -> Completeness:
     result = Completeness()
     names = Namer(
         [w.kernel for found in evidence.warps.values() for w in found or []]
-        + list(evidence.captured or [])
         + list(evidence.tracked or [])
+        + list(evidence.captured_graph)
     )
     told = _told(evidence.log, names) if evidence.log is not None else []
     for pid_hex, found in evidence.warps.items():
@@ -271,12 +264,9 @@ def from_trace(trace: Trace) -> list[dict[str, Any]]:
     traced launch writes its lifetime, so a launch with fewer lifetimes than its grid has warps
     lost the others' records (not checked where one cluster was traced). With none left, the
     known cause is the budget: the H100 showed exactly this (run-iket and the session alike)."""
-    from ..model.rawwarps import WARP_SIZE
-
     by_kernel: dict[str, list[tuple[int, int]]] = {}
     for launch in trace.launches:
-        warps = launch.grid[0] * launch.grid[1] * launch.grid[2]
-        warps *= -(-(launch.block[0] * launch.block[1] * launch.block[2]) // WARP_SIZE)
+        warps = rawwarps.warps_of(launch.grid, launch.block)
         recorded = len(set(launch.warps.loc))
         if not launch.single_cluster and recorded < warps:
             by_kernel.setdefault(launch.kernel, []).append((recorded, warps))
@@ -312,7 +302,6 @@ def _sources(evidence: Evidence) -> tuple[list[str], list[dict[str, str]]]:
     if evidence.log is None:
         unchecked.append({"source": "injection-log", "why": "no injection log was kept"})
     elif evidence.log_level in (None, "error"):
-        checked.append("injection-log")
         unchecked.append(
             {"source": "injection-log", "why": "logged at 'error': IKET says its losses at 'warn' and 'info'"}
         )

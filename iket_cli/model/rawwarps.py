@@ -46,6 +46,11 @@ class LaunchWarps:
         return self.warps - self.recorded
 
 
+def warps_of(grid: tuple[int, ...], block: tuple[int, ...]) -> int:
+    """The warps a launch runs: its CTAs times the warps of one (a partial warp counts)."""
+    return grid[0] * grid[1] * grid[2] * -(-(block[0] * block[1] * block[2]) // WARP_SIZE)
+
+
 def read(raw_manifest: Path) -> list[LaunchWarps] | None:
     """Every decodable launch's warps of one process's raw capture; None where the manifest
     is missing or unreadable."""
@@ -76,7 +81,7 @@ def _launch(folder: Path, index: int, launch: dict, files: dict) -> LaunchWarps 
         name, offset, length = str(ref["filename"]), int(ref["offset"]), int(ref["size"])
     except (KeyError, TypeError, ValueError):
         return None
-    warps = grid[0] * grid[1] * grid[2] * -(-(block[0] * block[1] * block[2]) // WARP_SIZE)
+    warps = warps_of(grid, block)
     if size <= 0 or size % 4 or length != warps * size or "/" in name or name in ("", ".", ".."):
         return None  # one slot per warp, or not the layout read here (a single cluster traced)
     if name not in files:

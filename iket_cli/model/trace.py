@@ -13,6 +13,7 @@ any other layout (pretty-printed, reordered, floating-point values) falls back t
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import re
 from array import array
@@ -144,11 +145,14 @@ def _scan(path: Path, data, kinds: tuple[str, ...] = KINDS) -> Trace:
     heads = _launch_heads(data, tables_at)
     found = _GRAPH_KEY.finditer(data, len(_HEAD) - 1, launches_at)
     keys = [(k.start(), jsonio.parse(b'"' + k[1] + b'"')) for k in found]
+    starts = [at for at, _ in keys]  # in file order: each head's replay found by bisection
     launches, graphs = [], []
     for number, head in enumerate(heads):
         end = heads[number + 1].start() if number + 1 < len(heads) else tables_at
-        graph = next((key for at, key in reversed(keys) if at < head.start()), None)
-        if head.start() < launches_at and graph is None:
+        after = bisect.bisect_left(starts, head.start())  # the first replay key after this head
+        in_graph = head.start() < launches_at
+        graph = keys[after - 1][1] if in_graph and after else None
+        if in_graph and graph is None:
             raise ValueError("a graph launch outside a graph")
         launch = Launch(
             kernel=jsonio.parse(head[9]),
@@ -156,9 +160,9 @@ def _scan(path: Path, data, kinds: tuple[str, ...] = KINDS) -> Trace:
             grid=(int(head[5]), int(head[6]), int(head[7])),
             grid_id=int(head[8]),
             cluster=_cluster(jsonio.parse(head[4])),
-            graph=graph if head.start() < launches_at else None,
+            graph=graph,
         )
-        stop = min([launches_at] + [at for at, _ in keys if at > head.start()])
+        stop = starts[after] if after < len(starts) else launches_at
         if launch.graph and stop < end:  # the last of its replay: its bytes end before ``]}`` or ``],``
             end = data.rfind(b"}]", head.end(), stop)
         _fill(launch, data, head.end(), end, kinds)

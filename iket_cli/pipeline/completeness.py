@@ -12,6 +12,7 @@ from ..capture import runiket
 from ..capture.passes import Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging
+from ..model import injection_log
 from ..model.completeness import Completeness
 
 
@@ -19,10 +20,7 @@ def check(plan: Plan, staging: Staging, transcript: Transcript) -> Completeness:
     """What the attempt lost, each loss noted in ``iket.log``."""
     found = judge.check(
         judge.gather(
-            staging.capture_dir,
-            tracker_dir=plan.tracker.dir,
-            log_level=plan.options.log_level,
-            output_lines=capture_output(staging.log_path),
+            staging.capture_dir, tracker_dir=plan.tracker.dir, output_lines=failed_lines(staging.log_path)
         )
     )
     for loss in found.losses:
@@ -30,14 +28,15 @@ def check(plan: Plan, staging: Staging, transcript: Transcript) -> Completeness:
     return found
 
 
-def capture_output(log_path: Path) -> list[str]:
-    """The lines of ``iket.log`` from run-iket's line that starts the capture pass on."""
+def failed_lines(log_path: Path) -> list[str]:
+    """The library's failed operations the capture pass printed: the lines of ``iket.log`` that
+    say one, from run-iket's line that starts the capture pass on."""
     lines, capturing = [], False
     try:
         with open(log_path, encoding="utf-8", errors="replace") as log:
             for line in log:
                 capturing = capturing or runiket.phase_of(line) == "capture"
-                if capturing:
+                if capturing and injection_log.OPERATION_FAILED.search(line):
                     lines.append(line)
     except OSError:
         return []
