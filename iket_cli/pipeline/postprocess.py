@@ -41,10 +41,19 @@ def postprocess_capture(
         raise UsageError(f"{capture_dir} is not a directory", hint="give a capture made with --keep")
     tasks = tasks_mod.plan(capture_dir, formats)
     if not tasks:
-        raise UsageError(
-            f"{capture_dir} holds no raw capture (no iket/pid_*/iket.data.json)",
-            hint="capture with iket profile --keep (or run-iket --keep) to decode later",
-        )
+        from . import trace_exports
+
+        if not trace_exports.traces_in(capture_dir):
+            raise UsageError(
+                f"{capture_dir} holds no raw capture (no iket/pid_*/iket.data.json) and no JSON trace",
+                hint="capture with iket profile --keep (or run-iket --keep) to decode later",
+            )
+        with signals.as_exception():
+            try:
+                with outdir.Lock(capture_dir), _as_before_unless_done(capture_dir):
+                    return _from_traces(capture_dir, formats), [], []
+            except (KeyboardInterrupt, Terminated) as error:
+                raise CaptureInterrupted.by(signal_of(error), "", phase="postprocess") from None
     # the workers start now, importing the decoder while this process imports the decode
     prestarted = prestart.for_tasks(tasks, jobs)
     try:
@@ -141,6 +150,30 @@ def _decode(
         record["error"] = record_mod.error_record(decode_error(failed, len(outcomes)))
     manifest_mod.write(capture_dir, record)
     return record, outcomes, finished.warnings
+
+
+def _from_traces(capture_dir: Path, formats: list[str]) -> dict[str, Any]:
+    """A folder of JSON traces and no raw capture (an in-process window's): its Perfetto
+    traces written from the JSON, then linted and reported like a decoded capture."""
+    from ..model import manifest as manifest_mod
+    from . import trace_exports
+    from .finish import finish
+
+    started = datetime.now(timezone.utc)
+    t0 = time.monotonic()
+    record = manifest_mod.read(capture_dir) if (capture_dir / MANIFEST_NAME).is_file() else None
+    record = record or _new_manifest(capture_dir, started)
+    trace_exports.write(capture_dir, formats)
+    record["processes"] = artifacts.rescan(capture_dir, record["processes"])
+    kept = frozenset(p.name for p in trace_exports.traces_in(capture_dir))
+    finished = finish(capture_dir, record, formats, kept=kept)
+    record["processes"] = finished.processes
+    if finished.lint is not None:
+        record["lint"] = finished.lint
+    record["postprocess"] = [f for f in FORMATS if f in {*record["postprocess"], *formats, "json"}]
+    record["phases"] = {**record["phases"], "postprocess": round(time.monotonic() - t0, 3)}
+    manifest_mod.write(capture_dir, record)
+    return record
 
 
 def decode_error(failed: list[Outcome], tasks: int) -> DecodeError:

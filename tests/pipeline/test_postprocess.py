@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import signal
 import tarfile
 import time
@@ -192,3 +194,40 @@ def test_a_split_perfetto_export_alone_leaves_numpy_to_the_workers(tmp_path):
     assert done.stdout.split() == ["False", "False"], "neither numpy nor NVIDIA's decoder in the CLI"
     (process,) = manifest.read(folder)["processes"]
     assert process["artifacts"]["perfetto"]["joined"]["parts"] > 1, "the export was split"
+
+
+def test_cli_writes_perfetto_from_json_traces_alone(tmp_path):
+    """A folder of JSON traces and no raw capture (an in-process window's): the Perfetto trace
+    is written from the JSON, byte for byte NVIDIA's export of the same capture here, and the
+    folder is reported like any capture; the JSON traces stay."""
+    folder = tmp_path / "window"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "multi" / "iket_pid_0x23f.trace.json", folder)
+    done = run_iket("postprocess", folder, "--json", cwd=tmp_path)
+    assert done.code == 0 and "Traceback" not in done.stderr, done
+    written = folder / "iket_pid_0x23f.pftrace"
+    assert written.read_bytes() == (FIXTURES / "multi" / "iket_pid_0x23f.pftrace").read_bytes()
+    record = manifest.read(folder)
+    assert json.loads(done.stdout) == record
+    assert set(record["processes"][0]["artifacts"]) == {"trace_json", "perfetto", "pftrace_gz", "html"}
+    assert record["processes"][0]["ranges"] == 208 and record["postprocess"] == ["perfetto", "json", "html"]
+    assert gzip.decompress((folder / "iket_pid_0x23f.pftrace.gz").read_bytes()) == written.read_bytes()
+    only = run_iket("postprocess", folder, "--format", "perfetto", cwd=tmp_path)
+    assert only.code == 0 and (folder / "iket_pid_0x23f.trace.json").is_file(), only
+
+
+def test_cli_on_a_folder_with_neither_raw_capture_nor_json_trace(tmp_path):
+    (tmp_path / "empty").mkdir()
+    done = run_iket("postprocess", tmp_path / "empty", cwd=tmp_path)
+    assert done.code == 2 and "no raw capture" in done.stderr and "no JSON trace" in done.stderr, done
+    assert "Traceback" not in done.stderr
+
+
+def test_cli_on_a_damaged_json_trace_alone_names_it_and_keeps_the_folder(tmp_path):
+    folder = tmp_path / "window"
+    folder.mkdir()
+    (folder / "iket_pid_0x1.trace.json").write_text('{"launches": [')
+    done = run_iket("postprocess", folder, cwd=tmp_path)
+    assert done.code not in (0, 1) and "iket_pid_0x1.trace.json" in done.stderr, done
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 2
+    assert sorted(p.name for p in folder.iterdir()) == ["iket_pid_0x1.trace.json"]

@@ -1,0 +1,43 @@
+"""The Perfetto exports of a folder that holds JSON traces and no raw capture.
+
+An in-process window (``iket_cli.window``, ``--window``) saves the trace JSON and nothing
+NVIDIA's decoder could read; a folder of JSON traces copied without its ``iket/`` is the
+same. Their ``.pftrace`` (and the report's gzip'd copy) are written from the JSON by
+:mod:`iket_cli.render.perfetto`, the trace NVIDIA's export would have been.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from ..model import atomic
+from ..model import trace as trace_mod
+from ..model.vocab import artifact_name, pid_of, trace_glob
+
+#: gzip's level for the report's copy: the decoder's default (its ``gzip.compress``).
+GZIP_LEVEL = 9
+
+
+def traces_in(capture_dir: Path) -> list[Path]:
+    """The folder's JSON traces, by name."""
+    return sorted(p for p in capture_dir.glob(trace_glob()) if p.is_file())
+
+
+def write(capture_dir: Path, formats: list[str]) -> list[str]:
+    """Write each JSON trace's Perfetto trace (``perfetto``) and its gzip'd copy (``html``);
+    the names written. A trace that cannot be read raises the reader's error."""
+    from ..render import perfetto
+
+    written = []
+    if "perfetto" not in formats and "html" not in formats:
+        return written
+    for path in traces_in(capture_dir):
+        pid_hex = pid_of(path.name)
+        data = perfetto.encode(trace_mod.load(path))
+        if "perfetto" in formats:
+            written.append(atomic.write(capture_dir / artifact_name(pid_hex, "perfetto"), data).name)
+        if "html" in formats:
+            packed = gzip.compress(data, GZIP_LEVEL)
+            written.append(atomic.write(capture_dir / artifact_name(pid_hex, "pftrace_gz"), packed).name)
+    return written
