@@ -23,6 +23,7 @@ from ._version import __version__
 #: The public API: name -> (module, attribute; None for the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {
     "profile": ("pipeline.profile", "profile"),
+    "window": ("pipeline.window", "window"),
     "Capture": ("pipeline.capture", "Capture"),
     "Process": ("model.folder", "Process"),
     "Target": ("capture.targets", "Target"),

@@ -289,6 +289,17 @@ def from_trace(trace: Trace) -> list[dict[str, Any]]:
     return losses
 
 
+def of_window(trace: Trace, log_lines: list[str], log_level: str) -> Completeness:
+    """An in-process window's losses: what its injection log says (kept in ``iket.log``) and
+    what its trace shows by itself (:func:`from_trace`); no raw capture, no tracker pass."""
+    reading = injection_log.read_lines(log_lines)
+    found = check(Evidence(log=reading, log_level=log_level, failed=reading.failed_operations))
+    shown = [Loss(**loss) for loss in from_trace(trace)]
+    found.losses += [loss for loss in shown if not _covered(loss, found.losses)]
+    found.checked.append("trace")
+    return found
+
+
 def _sources(evidence: Evidence) -> tuple[list[str], list[dict[str, str]]]:
     checked, unchecked = [], []
     if any(found is not None for found in evidence.warps.values()):

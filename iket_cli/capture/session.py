@@ -139,6 +139,8 @@ class Session:
         self.settings = settings
         self.handle = ctypes.c_void_p()
         self.running = False
+        #: What the session ran with, the library's defaults filled in (the manifest's ``window``).
+        self.applied: dict[str, Any] = {}
 
     def start(self) -> Session:
         with Session._lock:
@@ -155,6 +157,12 @@ class Session:
             options.struct_size = ctypes.sizeof(Options)
             self._call("OptionsInit", ctypes.pointer(options))
             self.settings.apply(options)
+            self.applied = {
+                "max_ts_cnt_per_warp": options.max_ts_per_warp,
+                "context_buffer_size": options.device_buffer_size,
+                "log_level": self.settings.log_level,
+                "flags": options.flags,
+            }
             self._call("SetOptions", self.handle, ctypes.pointer(options))
             self._call("Start", self.handle)
         except BaseException:

@@ -48,7 +48,7 @@ LINT_CODES = {
 #: What a loss took: records of launches that are in the trace, or launches that are not.
 RECORDS, LAUNCHES = "records", "launches"
 #: Where iket learnt of a loss (docs/manifest.md).
-SOURCES = ("budget", "decode", "injection-log", "launches", "graph")
+SOURCES = ("budget", "decode", "injection-log", "launches", "graph", "trace")
 
 
 @dataclass

@@ -170,6 +170,7 @@ _OPTIONAL_TOP = {
     "tracker": (dict,),
     "extract": _OBJECT_OR_NULL,
     "completeness": _OBJECT_OR_NULL,
+    "window": _OBJECT_OR_NULL,
 }
 _OPTIONAL_PROCESS = {
     "repeat": (int,),

@@ -1,0 +1,111 @@
+"""What lets a process's own kernels be traced by an in-process session (issue 52).
+
+run-iket prepares the workload's environment before it runs; a window opened inside the
+user's process (``iket_cli.window``) must do the same for the kernels that process builds:
+
+- **CuTe DSL** strips IKET's ops when it JIT-compiles, unless ``<PREFIX>_COMPILER_OPT`` holds
+  ``iket`` (read in ``cutlass/base_dsl/env_manager.py``; run-iket appends it for the
+  ``CUTE_DSL`` and ``CUTE_EXPERIMENTAL_DSL`` prefixes, ``iket/cli/base.py``). The variables
+  are read when a kernel compiles: set before the first compile, or pass
+  ``cute.compile(..., options="iket")``. A kernel compiled before stays without IKET ops.
+- **TIRx** refuses to load an IKET kernel unless run-iket's variables name an injection and
+  its config (``tvm_tirx.backend.cuda.iket._validate_official_environment``). iket's hook
+  replaces that check, in this process only, by one that asks nothing of run-iket: the
+  session is NVIDIA's own library, loaded by hand. Nothing of TIRx is edited on disk.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import sys
+from collections.abc import MutableMapping
+from typing import Any
+
+#: The CuTe-family DSLs whose ``<PREFIX>_COMPILER_OPT`` keeps IKET ops (run-iket's list).
+CUTE_PREFIXES = ("CUTE_DSL", "CUTE_EXPERIMENTAL_DSL")
+#: An ``iket`` token already in a compiler option string.
+_IKET_TOKEN = re.compile(r"(?:^|(?<=[\s,]))(?:--)?iket(?:=?\{[^}]*\}|=[^\s,]*)?(?:[\s,]+|$)")
+#: TIRx's IKET module, and the check iket's hook stands aside.
+TIRX_IKET = "tvm_tirx.backend.cuda.iket"
+TIRX_CHECK = "_validate_official_environment"
+
+
+def keep_cute_ops(environ: MutableMapping[str, str]) -> list[str]:
+    """Add ``iket`` to each CuTe DSL's compiler options in ``environ`` (a space before it:
+    CuTe's parser reads ``name=value`` up to whitespace); the variables changed."""
+    changed = []
+    for prefix in CUTE_PREFIXES:
+        name = f"{prefix}_COMPILER_OPT"
+        value = environ.get(name, "")
+        if not _IKET_TOKEN.search(value):
+            environ[name] = f"{value} iket".strip()
+            changed.append(name)
+    return changed
+
+
+def stand_aside_tirx() -> None:
+    """TIRx's run-iket check replaced in this process: now if TIRx's IKET module is loaded,
+    else as soon as it is."""
+    module = sys.modules.get(TIRX_IKET)
+    if module is not None:
+        _replace_check(module)
+    elif not any(isinstance(finder, _WhenImported) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _WhenImported())
+
+
+def _replace_check(module: Any) -> None:
+    if getattr(getattr(module, TIRX_CHECK, None), "iket_in_process", False):
+        return
+
+    def in_process() -> str:
+        """The in-process session is NVIDIA's injection, loaded by iket: no run-iket to check."""
+        return shutil.which("run-iket") or ""
+
+    in_process.iket_in_process = True  # type: ignore[attr-defined]
+    setattr(module, TIRX_CHECK, in_process)
+
+
+class _WhenImported:
+    """A finder that finds nothing itself: when TIRx's IKET module is first imported, it
+    lets the usual finders load it and then replaces the check."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != TIRX_IKET:
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            _replace_check(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def synchronize() -> None:
+    """Wait for the GPU work the process launched, so a window holds what ran in it: through
+    torch where the process uses it, else the driver's current context (none: nothing ran)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        return
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return  # no driver, so no kernel ran
+    context = ctypes.c_void_p()
+    if driver.cuCtxGetCurrent(ctypes.byref(context)) == 0 and context.value:
+        driver.cuCtxSynchronize()
+
+
+def environ() -> MutableMapping[str, str]:
+    return os.environ

@@ -1,0 +1,211 @@
+"""``iket_cli.window``: capture what a block of the user's own process runs, in that process.
+
+No relaunch, no tracker pass: NVIDIA's in-process session (:mod:`iket_cli.capture.session`)
+is started around the block and stopped after it; its trace JSON is finished like any
+capture's — the Perfetto trace from the JSON (:mod:`iket_cli.render.perfetto`), the HTML
+report, lint, the completeness record, a manifest — in a staging folder beside DIR, then
+published atomically (DIR replaced only with ``clobber=True``). A block that raises keeps its
+evidence in ``DIR.failed/`` and the exception goes on. The injection's own lines go to the
+capture's ``iket.log``, not to the terminal or the notebook.
+
+Several windows in one process are several captures, one after another (the library allows
+one session at a time): each needs a folder of its own, or ``clobber=True``; ``{n}`` in DIR
+is replaced by the window's number in this process (``"iket-step{n}"``). As a decorator,
+each call of the function is a window.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..capture import inprocess, outdir, runiket
+from ..capture import session as session_mod
+from ..capture.staging import Staging, remove_stale
+from ..errors import CaptureError
+from ..model.vocab import formats_for
+from ..system import fdsplit
+from .capture import Capture
+
+#: ``library=`` where none is given: this variable's path, else the one beside run-iket.
+LIBRARY_ENV = "IKET_CLI_SESSION_LIBRARY"
+DEFAULT_DIR = "iket-window"
+#: Windows opened in this process so far (``{n}`` in DIR).
+_numbers = itertools.count(1)
+
+
+class Window:
+    """A window: ``with iket_cli.window("DIR") as w: ...`` then ``w.capture``, or
+    ``@iket_cli.window("DIR{n}")`` on a function. Options as ``iket profile``'s of the same
+    names; ``max_ts_cnt_per_warp`` and ``context_buffer_size`` default to the library's (256
+    timestamps a warp, 512 MiB)."""
+
+    def __init__(
+        self,
+        output_dir: str | os.PathLike = DEFAULT_DIR,
+        *,
+        clobber: bool = False,
+        postprocess: str = "all",
+        max_ts_cnt_per_warp: int | None = None,
+        context_buffer_size: int | None = None,
+        log_level: str = runiket.DEFAULT_LOG_LEVEL,
+        library: str | os.PathLike | None = None,
+    ) -> None:
+        self.output_dir = str(output_dir)
+        self.clobber = clobber
+        self.formats = formats_for(postprocess)
+        self.settings = session_mod.Settings(
+            max_ts_per_warp=max_ts_cnt_per_warp, device_buffer_size=context_buffer_size, log_level=log_level
+        )
+        self.library = library
+        #: The last window's capture, once it is published.
+        self.capture: Capture | None = None
+        self._open: _Open | None = None
+
+    def __enter__(self) -> Window:
+        if self._open is not None:
+            raise CaptureError("this window is already open", phase="window", hint="nest no window in itself")
+        where = _caller()
+        self._open = _Open.begin(self, where)
+        return self
+
+    def __exit__(self, kind: type | None, error: BaseException | None, tb: Any) -> None:
+        opened, self._open = self._open, None
+        if opened is not None:
+            self.capture = opened.end(error)
+
+    def __call__(self, func: Callable) -> Callable:
+        @functools.wraps(func)
+        def windowed(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return func(*args, **kwargs)
+
+        return windowed
+
+
+def window(output_dir: str | os.PathLike = DEFAULT_DIR, **options: Any) -> Window:
+    """A window around a block (``with``) or each call of a function (a decorator)."""
+    return Window(output_dir, **options)
+
+
+def _caller() -> str:
+    """``file:line`` of the code that opened the window (outside iket)."""
+    frame = sys._getframe(1)
+    here = Path(__file__).resolve().parent.parent
+    while frame is not None and Path(frame.f_code.co_filename).resolve().is_relative_to(here):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+
+
+class _Open:
+    """One open window: its folder locked and staged, its session started, the process's
+    output split."""
+
+    def __init__(self, owner: Window, number: int, where: str, output: Path) -> None:
+        self.owner, self.number, self.where, self.output = owner, number, where, output
+        self.started_at = datetime.now(timezone.utc)
+        self.t0 = time.monotonic()
+        self.lock = outdir.Lock(output)
+        self.staging: Staging | None = None
+        self.session: session_mod.Session | None = None
+        self.splits: list[fdsplit.Split] = []
+        self.window_s: float | None = None
+
+    @classmethod
+    def begin(cls, owner: Window, where: str) -> _Open:
+        number = next(_numbers)
+        path = Path(owner.output_dir.replace("{n}", str(number)))
+        output = outdir.check(path, cwd=Path.cwd(), clobber=owner.clobber)
+        opened = cls(owner, number, where, output)
+        opened.lock.acquire()
+        try:
+            opened._start()
+        except BaseException:
+            opened._discard()
+            raise
+        return opened
+
+    def _start(self) -> None:
+        remove_stale(self.output)
+        lib = session_mod.load(_library(self.owner.library))
+        inprocess.keep_cute_ops(os.environ)
+        inprocess.stand_aside_tirx()
+        self.staging = Staging.create(self.output)
+        self.staging.capture_dir.mkdir()
+        inprocess.synchronize()
+        for fd in (1, 2):
+            split = fdsplit.Split(fd, runiket.is_injection_line, self.staging.log_path)
+            self.splits.append(split.__enter__())
+        self.session = session_mod.Session(lib, self.owner.settings).start()
+        self.t_start = time.monotonic()
+
+    def end(self, error: BaseException | None) -> Capture | None:
+        """Stop and save; publish, or keep the evidence where the block raised (it goes on)."""
+        try:
+            trace = self._stop()
+            if error is not None:
+                self._keep_evidence(error)
+                return None
+            return self._publish(trace)
+        finally:
+            self._discard()
+
+    def _stop(self) -> Path:
+        assert self.staging is not None and self.session is not None
+        try:
+            inprocess.synchronize()
+        finally:
+            self.window_s = round(time.monotonic() - self.t_start, 3)
+            try:
+                self.session.stop()
+                trace = self.staging.capture_dir / f"iket_pid_{os.getpid():#x}.trace.json"
+                self.session.save(trace)
+            finally:
+                self.session.close()
+                self._unsplit()
+        return trace
+
+    def _publish(self, trace: Path) -> Capture:
+        from .window_finish import finished
+
+        assert self.staging is not None
+        record = finished(self, trace)
+        return Capture(self.staging.publish(), record)
+
+    def _keep_evidence(self, error: BaseException) -> None:
+        from .window_finish import evidence
+
+        assert self.staging is not None
+        evidence(self, error)
+        self.staging.fail()
+
+    def _unsplit(self) -> None:
+        while self.splits:
+            self.splits.pop().__exit__(None, None, None)
+
+    def _discard(self) -> None:
+        try:
+            if self.session is not None:
+                self.session.close()
+            self._unsplit()
+            if self.staging is not None:
+                self.staging.discard()
+        finally:
+            self.lock.release()
+
+
+def _library(given: str | os.PathLike | None) -> Path:
+    if given is not None:
+        return Path(given)
+    if os.environ.get(LIBRARY_ENV):
+        return Path(os.environ[LIBRARY_ENV])
+    from ..system.toolchain import own_distribution
+
+    return session_mod.library_path(own_distribution()[1])
