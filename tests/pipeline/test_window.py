@@ -1,0 +1,190 @@
+"""``iket_cli.window`` in a real Python process, against a stand-in of the session's C ABI
+(tests/fakes/session_double.c, built here with the system's C compiler: NVIDIA's library needs
+a GPU driver). Each case runs a script that opens windows, then reads what it left."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from iket_cli.model import manifest
+
+from conftest import FIXTURES, run_iket
+
+DOUBLE_C = Path(__file__).resolve().parents[1] / "fakes" / "session_double.c"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def library(tmp_path_factory) -> Path:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the session's stand-in")
+    out = tmp_path_factory.mktemp("double") / "libiket_double.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(out), str(DOUBLE_C)], check=True)
+    return out
+
+
+def run_script(tmp_path: Path, library: Path, body: str, trace: str = "plain", **env: str):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(body))
+    calls = tmp_path / "calls.txt"
+    full = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "IKET_CLI_SESSION_LIBRARY": str(library),
+        "IKET_DOUBLE_TRACE": str(FIXTURES / "session" / f"{trace}.trace.json"),
+        "IKET_DOUBLE_CALLS": str(calls),
+        **env,
+    }
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=full, capture_output=True, text=True
+    )
+    called = [line.split()[0] for line in calls.read_text().splitlines()] if calls.exists() else []
+    return done, called
+
+
+def test_a_window_is_a_published_capture_and_the_injection_keeps_off_the_terminal(tmp_path, library):
+    done, called = run_script(
+        tmp_path,
+        library,
+        """
+        import iket_cli
+        print("before", flush=True)
+        with iket_cli.window("out") as w:
+            print("inside", flush=True)
+        print("after", w.capture.output_dir.name, w.capture.manifest["status"])
+    """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["before", "inside", "after out ok"]
+    assert "IketInjectionManager" not in done.stdout + done.stderr
+    assert called == ["Create", "OptionsInit", "SetOptions", "Start", "Stop", "SaveTrace", "Destroy"]
+    out = tmp_path / "out"
+    record = manifest.read(out)
+    assert record["target"]["kind"] == "window" and record["target"]["spec"].endswith("script.py:4")
+    window = record["window"]
+    assert (window["number"], window["max_ts_cnt_per_warp"], window["context_buffer_size"]) == (
+        1,
+        256,
+        512 << 20,
+    )
+    (process,) = record["processes"]
+    assert set(process["artifacts"]) == {"trace_json", "perfetto", "pftrace_gz", "html"}
+    assert (process["ranges"], process["markers"]) == (1, 1)
+    log = (out / "iket.log").read_text()
+    assert log.count("[IketInjectionManager]") == 4 and "session started" in log
+    assert record["completeness"]["complete"] is True and "trace" in record["completeness"]["checked"]
+    assert not list(tmp_path.glob(".out.iket-*")) and not list(tmp_path.glob("*.lock"))
+    shown = run_iket("show", out, "--format", "json", cwd=tmp_path)
+    assert shown.code == 0, shown
+    kernel = json.loads(shown.stdout)["processes"][0]["kernels"][0]
+    assert kernel["ranges"][0]["durations"]["count"] == 1 and kernel["markers"][0]["count"] == 1
+
+
+def test_a_block_that_raises_keeps_its_evidence_and_the_exception_goes_on(tmp_path, library):
+    done, called = run_script(
+        tmp_path,
+        library,
+        """
+        import iket_cli
+        try:
+            with iket_cli.window("out"):
+                raise ValueError("the model diverged")
+        except ValueError as error:
+            print("caught", error)
+    """,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "caught the model diverged", done.stderr
+    assert called[-3:] == ["Stop", "SaveTrace", "Destroy"]
+    assert not (tmp_path / "out").exists()
+    record = manifest.read(tmp_path / "out.failed")
+    assert record["status"] == "failed" and "ValueError: the model diverged" in record["error"]["message"]
+    assert list((tmp_path / "out.failed").glob("iket_pid_*.trace.json"))
+
+
+def test_windows_in_one_process_are_captures_of_their_own(tmp_path, library):
+    done, _ = run_script(
+        tmp_path,
+        library,
+        """
+        import iket_cli
+        from iket_cli import IketError
+
+        @iket_cli.window("step{n}")
+        def step(i):
+            return i * 2
+
+        print([step(i) for i in range(3)])
+        with iket_cli.window("same"):
+            pass
+        try:
+            with iket_cli.window("same"):
+                print("never")
+        except IketError as error:
+            print("refused:", error.message, error.exit_code)
+        with iket_cli.window("same", clobber=True) as w:
+            pass
+        print(w.capture.manifest["window"]["number"])
+    """,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "[0, 2, 4]" and lines[-1] == "6"
+    assert lines[1].startswith("refused: output directory same holds a previous capture")
+    assert [manifest.read(tmp_path / f"step{n}")["window"]["number"] for n in (1, 2, 3)] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"IKET_DOUBLE_FAIL": "Start=8"}, "IKET's session refused Start: INVALID_STATE (8)"),
+        ({"IKET_DOUBLE_VERSION": "2"}, "speaks session ABI 2.0"),
+        ({"IKET_CLI_SESSION_LIBRARY": "/nonexistent/libiket_injection.so"}, "cannot load"),
+    ],
+)
+def test_a_session_that_cannot_start_leaves_nothing(tmp_path, library, env, said):
+    done, called = run_script(
+        tmp_path,
+        library,
+        """
+        import iket_cli
+        try:
+            with iket_cli.window("out"):
+                print("never")
+        except iket_cli.IketError as error:
+            print(error.message, "|", error.hint)
+    """,
+        **env,
+    )
+    assert done.returncode == 0 and said in done.stdout and "never" not in done.stdout, done
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["script.py", *(["calls.txt"] if called else [])]
+    )
+    if called:
+        assert called[-1] == "Destroy"
+
+
+def test_a_window_that_lost_records_says_so(tmp_path, library):
+    done, _ = run_script(
+        tmp_path,
+        library,
+        """
+        import iket_cli
+        with iket_cli.window("out", max_ts_cnt_per_warp=1) as w:
+            pass
+        print(w.capture.manifest["completeness"]["losses"][0]["cause"])
+    """,
+        trace="budget1",
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "budget", done.stderr
+    record = manifest.read(tmp_path / "out")
+    assert record["completeness"]["complete"] is False and record["window"]["max_ts_cnt_per_warp"] == 1
+    shown = run_iket("show", tmp_path / "out", cwd=tmp_path)
+    assert "INCOMPLETE" in shown.stdout + shown.stderr, shown
