@@ -123,6 +123,7 @@ def resolve(
     stop_after: bool,
     cwd: Path,
     python: str,
+    option: str = "--extract",
 ) -> Extract:
     """Check FUNC before anything runs: its module is found and defines it (exit 2)."""
     from ..model.units import parse_size
@@ -130,8 +131,8 @@ def resolve(
     module, sep, qualname = str(function).rpartition(":")
     if not sep or not module or not all(p.isidentifier() for p in qualname.split(".")):
         raise UsageError(
-            f"--extract {function!r} is not MODULE:FUNC",
-            hint="e.g. --extract kernels:launch or kernels.py:Model.step",
+            f"{option} {function!r} is not MODULE:FUNC",
+            hint=f"e.g. {option} kernels:launch or kernels.py:Model.step",
         )
     chosen = parse_calls(calls)
     try:
@@ -146,27 +147,27 @@ def resolve(
         path = (cwd / module).expanduser().resolve()
         if not path.is_file():
             raise TargetError(
-                f"--extract: {module} does not exist", hint="give the module's file or its dotted name"
+                f"{option}: {module} does not exist", hint="give the module's file or its dotted name"
             )
         if path.suffix != ".py":
             raise TargetError(
-                f"--extract {function}: {module} is not a Python file",
+                f"{option} {function}: {module} is not a Python file",
                 hint="give a .py file or a dotted name",
             )
         source, name, path0 = path, str(path), str(path.parent)
     else:
         if module.split(".")[0] in STANDARD_LIBRARY:
             raise TargetError(
-                f"--extract {function}: {module} is Python's standard library",
+                f"{option} {function}: {module} is Python's standard library",
                 hint="name the function of your workload (or of a kernel library) that launches the kernel",
             )
         source, name = find_module(module, _search_root(record, cwd), python), module
         path0 = str(_root_of(source, module) if source is not None else cwd)
     if source is not None and source.suffix == ".py":
-        _check_defined(source, function, qualname)
+        _check_defined(source, function, qualname, option)
     if record is not None and record.kind == "script" and source is not None and source == Path(record.spec):
         raise TargetError(
-            f"--extract {function}: FUNC is defined in the script itself, which runs as __main__",
+            f"{option} {function}: FUNC is defined in the script itself, which runs as __main__",
             hint="move FUNC into a module the script imports, and name that module",
         )
     return Extract(function, name, qualname, chosen, limit, rank, stop_after, path0, source)
@@ -187,30 +188,28 @@ def _root_of(source: Path, module: str) -> Path:
     return source.parents[depth]
 
 
-def _check_defined(source: Path, function: str, qualname: str) -> None:
+def _check_defined(source: Path, function: str, qualname: str, option: str = "--extract") -> None:
     """FUNC (``func`` or ``Class.method``) is, or may be, a callable of ``source`` (exit 2 if not)."""
     owner: ast.Module | ast.ClassDef = parse_source(source)
     *classes, name = qualname.split(".")
     for part in classes:
         found = [n for n in owner.body if isinstance(n, ast.ClassDef) and n.name == part]
         if not found:
-            raise TargetError(
-                f"--extract {function}: no class {part} in {source.name}", hint="check the name"
-            )
+            raise TargetError(f"{option} {function}: no class {part} in {source.name}", hint="check the name")
         owner = found[-1]
     binding = top_level_binding(owner, name)
     if binding == "missing":
         raise TargetError(
-            f"--extract {function}: {source.name} defines no function {qualname}",
+            f"{option} {function}: {source.name} defines no function {qualname}",
             hint="name the Python function that launches the kernel (module:func or module:Class.method)",
         )
     if binding == "constant":
-        raise TargetError(f"--extract {function} is not callable", hint="name a function or a method")
+        raise TargetError(f"{option} {function} is not callable", hint="name a function or a method")
     defined = [n for n in owner.body if getattr(n, "name", None) == name]
     last = defined[-1] if defined else None
     if isinstance(last, ast.ClassDef):
         raise TargetError(
-            f"--extract {function} is a class, not a function",
+            f"{option} {function} is a class, not a function",
             hint=f"name one of its methods: {qualname}.METHOD",
         )
     decorators = [ast.unparse(d) for d in getattr(last, "decorator_list", [])]
@@ -220,7 +219,7 @@ def _check_defined(source: Path, function: str, qualname: str) -> None:
         for d in decorators
     ):
         raise TargetError(
-            f"--extract {function} is a property", hint="name the method that launches the kernel"
+            f"{option} {function} is a property", hint="name the method that launches the kernel"
         )
 
 

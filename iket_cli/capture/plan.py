@@ -17,7 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
-from ..model.vocab import LOG_LEVELS, MAX_EXTRACT, POSTPROCESS_CHOICES, TRACKER_AUTO, TRACKER_FRESH
+from ..model.vocab import (
+    LOG_LEVELS,
+    MAX_EXTRACT,
+    POSTPROCESS_CHOICES,
+    TRACKER_AUTO,
+    TRACKER_FRESH,
+    TRACKER_NONE,
+)
 from ..system import toolchain
 from ..system.toolchain import RunIket
 from . import extract as extract_mod
@@ -62,6 +69,8 @@ class Options:
     stop_after: bool = True  # end the record run once the last chosen call is saved
     replay: Path | None = None  # capture again from the calls saved in this capture
     trust_replay: bool = False  # --replay saved calls that this user did not record here
+    window: str | None = None  # MODULE:FUNC: its chosen calls in an in-process session, one run
+    one_pass: bool = False  # the whole run in one in-process session: no tracker pass, no relaunch
 
     def check(self) -> None:
         """Refuse inconsistent options before anything runs (exit 2)."""
@@ -113,7 +122,40 @@ class Options:
                 hint="add --keep (then decode later with iket postprocess DIR), or choose a format",
             )
 
+    def _check_window(self) -> None:
+        if self.window is not None and not str(self.window).strip():
+            raise UsageError("--window '' names no function", hint="give MODULE:FUNC, or drop --window")
+        ways = (
+            ("--extract", bool(self.extract)),
+            ("--replay", self.replay is not None),
+            ("--window", bool(self.window)),
+            ("--one-pass", self.one_pass),
+        )
+        chosen = [name for name, on in ways if on]
+        if len(chosen) > 1:
+            raise UsageError(
+                f"{chosen[0]} and {chosen[1]} cannot go together", hint="choose one way to capture"
+            )
+        if not (self.window or self.one_pass):
+            return
+        if self.window and str(self.calls).strip().lower() == "last":
+            raise UsageError(
+                "--window cannot open at the last call: a window opens as its call begins",
+                hint="give --calls N or A-B (iket says how many calls there were if N is too large)",
+            )
+        for name, on in (("--repeat", self.repeat != 1), ("--overhead", self.overhead),
+                         ("--max-extract", self.max_extract != MAX_EXTRACT), ("--keep", self.keep),
+                         ("--enabled-cluster-config", self.enabled_cluster_config is not None)):  # fmt: skip
+            if on:
+                raise UsageError(
+                    f"{name} does not go with {chosen[0]}",
+                    hint=f"{chosen[0]} runs the workload once, in-process",
+                )
+
     def _check_extract(self) -> None:
+        self._check_window()
+        if self.window:
+            return
         if self.extract is not None and not str(self.extract).strip():
             raise UsageError("--extract '' names no function", hint="give MODULE:FUNC, or drop --extract")
         if self.extract and self.replay is not None:
@@ -159,6 +201,13 @@ class Plan:
     tracker: trackers.Tracker = field(default_factory=lambda: trackers.Tracker(TRACKER_FRESH))
     #: ``--extract`` or ``--replay``: the passes replay FUNC's saved calls (capture/extract.py).
     extract: extract_mod.Extract | None = None
+    #: ``--window``: FUNC and the calls whose window the run opens (capture/window_run.py).
+    window: extract_mod.Extract | None = None
+
+    @property
+    def in_process(self) -> bool:
+        """``--window`` or ``--one-pass``: one run, its session in its own process."""
+        return self.window is not None or self.options.one_pass
 
     @property
     def pass_target(self) -> Target:
@@ -220,6 +269,18 @@ def resolve(target: Target | None, output_dir: str | os.PathLike | None, options
             cwd=cwd,
             python=python,
         )
+    window = None
+    if options.window:
+        window = extract_mod.resolve(
+            options.window, record=target, calls=options.calls, max_extract=options.max_extract,
+            rank=options.extract_rank, stop_after=options.stop_after, cwd=cwd, python=python,
+            option="--window",
+        )  # fmt: skip
+    if options.one_pass and target.kind == "command":
+        raise UsageError(
+            "--one-pass runs a Python workload's session in its own process; a command's cannot",
+            hint="give a script, -m module or script.py:func, or capture the command with the two passes",
+        )
     tool = toolchain.find(options.run_iket, env)
     default = f"iket-{target.stem}" if extract is None or extract.replay_of is None else None
     if default is None:  # beside the capture it replays, named after it (``--replay .`` too)
@@ -230,7 +291,9 @@ def resolve(target: Target | None, output_dir: str | os.PathLike | None, options
     checked = outdir.check(requested, cwd=cwd, clobber=options.clobber)
     if cache["set_by"] == "iket":
         env[NO_CACHE] = "1"
-    plan = Plan(target, options, cwd, env, python, tool, checked, cache, extract=extract)
+    plan = Plan(target, options, cwd, env, python, tool, checked, cache, extract=extract, window=window)
+    if plan.in_process:
+        return replace(plan, tracker=trackers.Tracker(TRACKER_NONE))
     found = trackers.key(tracker_key(plan))
     chosen = trackers.choose(options.tracker, warp_trace=options.warp_trace, found=found, env=env)
     return replace(plan, tracker=chosen)

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import OutputDirError
 from ..model import jsonio
 from ..model.manifest import is_capture, is_evidence
-from ..model.vocab import EXTRACT_DIR, FAILED_SUFFIX, LOG_NAME
+from ..model.vocab import EXTRACT_DIR, FAILED_SUFFIX, LOG_NAME, WINDOW_DIR
 from ..system import tree
 from .outdir import hidden
 
@@ -91,9 +91,9 @@ class Staging:
         self.capture_dir.mkdir(exist_ok=True)
         for log in self.root.glob("*.log"):
             os.replace(log, self.capture_dir / log.name)
-        saved = self.root / EXTRACT_DIR  # --extract's saved calls (beside: run-iket makes capture/)
-        if saved.is_dir():
-            os.replace(saved, self.capture_dir / EXTRACT_DIR)
+        for kept in (EXTRACT_DIR, WINDOW_DIR):  # saved calls, windows (beside: run-iket makes capture/)
+            if (self.root / kept).is_dir():
+                os.replace(self.root / kept, self.capture_dir / kept)
         return self.capture_dir
 
     def publish(self, hold: Callable[[], None] = lambda: None) -> Path:

@@ -212,11 +212,22 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     "result), and capture only a replay of them: for a kernel inside a model.",
 )
 @click.option(
+    "--window",
+    metavar="MODULE:FUNC",
+    help="Run the workload once, with no run-iket pass: the chosen calls of FUNC run inside IKET's "
+    "in-process session (one window from the start of the first to the end of the last).",
+)
+@click.option(
+    "--one-pass",
+    is_flag=True,
+    help="The whole run of a Python workload in one in-process session: no tracker pass, no relaunch.",
+)
+@click.option(
     "--calls",
     default="1",
     show_default=True,
     metavar="N|A-B|last",
-    help="--extract: which calls of FUNC to save (last: run to the end, keep the last one).",
+    help="--extract or --window: which calls of FUNC (last, --extract only: run to the end, keep the last).",
 )
 @click.option(
     "--max-extract",
@@ -231,13 +242,13 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     default=0,
     show_default=True,
     metavar="N",
-    help="--extract with several processes: the rank that records (without ranks: the first to call FUNC).",
+    help="--extract/--window with several processes: the rank that records (else the first to call FUNC).",
 )
 @click.option(
     "--stop-after/--no-stop-after",
     default=True,
     show_default=True,
-    help="--extract: end the record run once the last chosen call is saved.",
+    help="--extract/--window: end the run once the last chosen call is saved.",
 )
 @click.option(
     "--replay",
@@ -266,6 +277,8 @@ def command(ctx: click.Context, **kw: object) -> int:
     iket profile [OPTIONS] -m module [ARGS]...      run a module
     iket profile [OPTIONS] -- COMMAND [ARGS]...     run any command
     iket profile [OPTIONS] TARGET --extract MODULE:FUNC   capture FUNC's call alone
+    iket profile [OPTIONS] TARGET --window MODULE:FUNC    ... in the live process, one run
+    iket profile [OPTIONS] TARGET --one-pass        the whole run, one in-process session
     iket profile --replay DIR -o NEW                capture DIR's saved calls again
     """
     from ..capture import targets

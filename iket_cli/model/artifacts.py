@@ -144,8 +144,11 @@ def _count(capture_dir: Path, process: dict[str, Any], counted: Counted) -> None
         known = counted.get(trace["path"])
         counts = known if known is not None else count_keys(capture_dir / trace["path"], RECORD_KEYS)
         process["ranges"], process["markers"] = counts
-        if process["launches"] is None:
-            (process["launches"],) = count_keys(capture_dir / trace["path"], (b'"kernelName"',))
+        if process["launches"] is None:  # no raw capture (a window's): the trace's own launches
+            kernels = kernel_names(capture_dir / trace["path"])
+            named = Namer(kernels)
+            process["kernels"] = [{"name": n, "short": named(n), "launches": k} for n, k in kernels.items()]
+            process["launches"] = sum(kernels.values())
 
 
 def raw_launches(path: Path, *, graphs: bool = False) -> list[dict[str, Any]]:
@@ -242,6 +245,24 @@ def count_keys(path: Path, keys: tuple[bytes, ...]) -> list[int]:
                 counts[i] += data.count(key) - carry.count(key)
             carry = data[-overlap:] if overlap else b""
     return counts
+
+
+_KERNEL_NAME = re.compile(rb'"kernelName":"((?:[^"\\]|\\.)*)"')
+
+
+def kernel_names(path: Path) -> Counter:
+    """Launches per kernel name in a JSON trace in the decoder's layout, read in chunks."""
+    found: Counter = Counter()
+    carry = b""
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            data = carry + chunk
+            end = 0
+            for match in _KERNEL_NAME.finditer(data):
+                found[jsonio.parse(b'"' + match[1] + b'"')] += 1
+                end = match.end()
+            carry = data[max(end, len(data) - 4096) :]
+    return found
 
 
 #: The keys that count a JSON trace's records: one per range, one per marker.

@@ -37,7 +37,7 @@ _LAUNCHES = b',"launches":['
 _SINGLE_CLUSTER = b'"singleClusterActive":'
 _GRAPH_KEY = re.compile(rb'"((?:[^"\\]|\\.)*)":\[\{"blockDimX":')
 #: How the decoder's own layout begins (keys sorted, no spaces).
-_HEAD = b'{"graphLaunches":{'
+DECODER_HEAD = b'{"graphLaunches":{'
 SCHEMA_VERSION = 1
 
 
@@ -124,7 +124,9 @@ def load(path: Path, kinds: tuple[str, ...] = KINDS) -> Trace:
     if path.stat().st_size == 0:
         raise ManifestError(f"trace {path} is empty", hint="decode it again: iket postprocess DIR")
     with open(path, "rb") as handle:
-        decoders = handle.read(len(_HEAD)) == _HEAD  # only the decoder's layout is mapped and scanned
+        decoders = (
+            handle.read(len(DECODER_HEAD)) == DECODER_HEAD
+        )  # only the decoder's layout is mapped and scanned
     if decoders:
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
             if data.rfind(_TABLES) > 0:
@@ -143,7 +145,7 @@ def _scan(path: Path, data, kinds: tuple[str, ...] = KINDS) -> Trace:
     if launches_at < 0:
         raise ValueError("no launches list")
     heads = _launch_heads(data, tables_at)
-    found = _GRAPH_KEY.finditer(data, len(_HEAD) - 1, launches_at)
+    found = _GRAPH_KEY.finditer(data, len(DECODER_HEAD) - 1, launches_at)
     keys = [(k.start(), jsonio.parse(b'"' + k[1] + b'"')) for k in found]
     starts = [at for at, _ in keys]  # in file order: each head's replay found by bisection
     launches, graphs = [], []

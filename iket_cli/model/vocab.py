@@ -17,6 +17,8 @@ WARM_LOG_NAME = "warm.log"
 #: ``--extract``: the saved calls of FUNC, inside a capture (capture/extract.py), and
 #: ``--max-extract``'s default.
 EXTRACT_DIR = "extract"
+#: ``--window``/``--one-pass``: the windows' traces as the hook saved them (capture/window_run.py).
+WINDOW_DIR = "window"
 MAX_EXTRACT = "4G"
 #: ``iket show --pipeline --wait-pattern``'s default: ranges named so are waiting, not work.
 WAIT_PATTERN = "wait*"

@@ -60,6 +60,9 @@ class Facts:
     repeats: list | None = None  # --repeat N: pipeline.repeats.Repeat, repeat 1 first
     extract: dict[str, Any] | None = None  # --extract/--replay: the saved calls (capture/extract.py)
     completeness: Completeness | None = None  # what the capture lost (pipeline/completeness.py)
+    window: dict[str, Any] | None = (
+        None  # --window/--one-pass: the run and its session (pipeline/in_process.py)
+    )
 
     @classmethod
     def begin(cls, argv: list[str], t0: float | None = None) -> Facts:
@@ -102,6 +105,11 @@ def manifest(
         duration_s=round(time.monotonic() - facts.t0, 3),
         phases={
             **({"record": (facts.extract.get("record") or {}).get("seconds")} if facts.extract else {}),
+            **(
+                {"run": facts.window.get("run_s"), "window": facts.window.get("window_s")}
+                if facts.window
+                else {}
+            ),
             **artifacts.phases_from_stats(staging.capture_dir / STATS_NAME),
             "postprocess": facts.postprocess_s,
             "run_iket": round(ran.duration_s, 3) if ran and ran.error is None else None,
@@ -122,6 +130,7 @@ def manifest(
         tracker=plan.tracker.record(),
         repeats=None if not facts.repeats else [r.record() for r in facts.repeats],
         extract=facts.extract,
+        window=facts.window,
         completeness=None if facts.completeness is None else facts.completeness.to_dict(),
         processes=processes,
         **extra,

@@ -56,8 +56,9 @@ class Decoded:
     def __call__(self, folder: Path) -> None:
         """Decode every process's raw capture in ``folder`` into the formats, in parallel."""
         tasks = decode_tasks.plan(folder, self.formats)
-        if not tasks:
-            return  # nothing was captured: _missing_artifacts says so
+        if not tasks:  # a window's folder: JSON traces and no raw capture (or nothing captured)
+            self._from_traces(folder)
+            return
         self.transcript.reporter.phase("postprocess")
         start = time.monotonic()
         from .finish import Ahead  # imported by the profile's preload while the passes ran
@@ -81,6 +82,17 @@ class Decoded:
         self._known[folder] = outcomes
         self._ahead[folder] = ahead
         decode_tasks.drop_traces([o for done in self._known.values() for o in done])  # over all folders
+
+    def _from_traces(self, folder: Path) -> None:
+        """The Perfetto traces of a folder that holds JSON traces alone (an in-process window's)."""
+        from . import trace_exports
+
+        if not trace_exports.traces_in(folder):
+            return  # nothing was captured: _missing_artifacts says so
+        self.transcript.reporter.phase("postprocess")
+        start = time.monotonic()
+        trace_exports.write(folder, self.formats)
+        self.seconds = round((self.seconds or 0) + time.monotonic() - start, 3)
 
     def close(self) -> None:
         """Let go of the prestarted workers the decode did not take (none: nothing to do)."""

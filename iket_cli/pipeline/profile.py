@@ -50,7 +50,7 @@ from ..model.vocab import (
     formats_for,
 )
 from ..system.signals import Publishing, as_exception
-from . import attempt, completeness, publish, repeats, reuse, saved_calls
+from . import attempt, completeness, in_process, publish, repeats, reuse, saved_calls
 from .attempt import Facts
 from .capture import Capture
 from .decoding import Decoded
@@ -179,7 +179,9 @@ def _attempt(
     publishing: Publishing,
 ) -> Capture:
     """The capture, guarded by a watchdog that cleans up should this process be killed."""
-    facts = Facts.begin(runiket.profile_argv(plan, staging.capture_dir), t0=started)
+    facts = Facts.begin(
+        [] if plan.in_process else runiket.profile_argv(plan, staging.capture_dir), t0=started
+    )
     killed = CaptureKilled(
         "iket was killed (kill -9, the OOM killer or a preemption) during the capture; "
         "its watchdog stopped the capture's processes",
@@ -223,50 +225,62 @@ def _capture(
         # a reused or given tracker output, copied into the attempt (a full disk here keeps
         # its evidence as any other failure does)
         plan = replace(plan, tracker=trackers.staged(plan.tracker, staging.root / USED_TRACKER))
-        facts = replace(facts, run_iket_argv=runiket.profile_argv(plan, staging.capture_dir))
+        if not plan.in_process:
+            facts = replace(facts, run_iket_argv=runiket.profile_argv(plan, staging.capture_dir))
         with attempt.logged(staging, plan, facts.run_iket_argv, reporter) as transcript:
-            if plan.extract is not None:
+            if plan.in_process:
+                facts = in_process.run(plan, staging, transcript, facts, deadline, cancel)
+                decoded = Decoded(transcript, formats, cancel, prestarted)
+                decoded(staging.capture_dir)
+                facts = replace(facts, postprocess_s=decoded.seconds)
+                facts = replace(facts, completeness=in_process.judged(plan, staging, transcript))
+            else:
+                if plan.extract is not None:
+                    facts = replace(
+                        facts, extract=saved_calls.prepare(plan, staging, transcript, deadline, cancel)
+                    )
+                    plan = saved_calls.rechosen(plan, staging, staging.root / USED_TRACKER, reporter)
+                    facts = replace(facts, run_iket_argv=runiket.profile_argv(plan, staging.capture_dir))
+                if ahead is not None:
+                    reporter.phase(f"repeat 1 of {plan.options.repeat}")
+                with stdin.Forwarder(warm.socket_dir(staging.token) / STDIN_SOCKET) as forwarder:
+                    ran = passes.capture(
+                        plan, staging, transcript, deadline=deadline, cancel=cancel, extra_env=forwarder.env
+                    )
+                facts = replace(facts, passes=ran)
+                failure = ran.failure()
+                if failure is not None:
+                    failure = saved_calls.damaged(plan, staging) or failure
+                if (
+                    failure is not None
+                    and plan.tracker.mode == TRACKER_REUSED
+                    and reuse.capture_failed(failure)
+                ):
+                    raise reuse.StaleTracker(f"the capture pass failed: {failure.message}", plan.tracker)
+                if failure is not None:
+                    raise failure
+                misfit = reuse.misfit(plan, staging)
                 facts = replace(
-                    facts, extract=saved_calls.prepare(plan, staging, transcript, deadline, cancel)
+                    facts, annotations=attempt.collect_annotations(plan, staging, facts.started.timestamp())
                 )
-                plan = saved_calls.rechosen(plan, staging, staging.root / USED_TRACKER, reporter)
-                facts = replace(facts, run_iket_argv=runiket.profile_argv(plan, staging.capture_dir))
-            if ahead is not None:
-                reporter.phase(f"repeat 1 of {plan.options.repeat}")
-            with stdin.Forwarder(warm.socket_dir(staging.token) / STDIN_SOCKET) as forwarder:
-                ran = passes.capture(
-                    plan, staging, transcript, deadline=deadline, cancel=cancel, extra_env=forwarder.env
-                )
-            facts = replace(facts, passes=ran)
-            failure = ran.failure()
-            if failure is not None:
-                failure = saved_calls.damaged(plan, staging) or failure
-            if failure is not None and plan.tracker.mode == TRACKER_REUSED and reuse.capture_failed(failure):
-                raise reuse.StaleTracker(f"the capture pass failed: {failure.message}", plan.tracker)
-            if failure is not None:
-                raise failure
-            misfit = reuse.misfit(plan, staging)
-            facts = replace(
-                facts, annotations=attempt.collect_annotations(plan, staging, facts.started.timestamp())
-            )
-            decoded = Decoded(transcript, formats, cancel, prestarted)
-            decoded(staging.capture_dir)
-            facts = replace(facts, postprocess_s=decoded.seconds)
-            if plan.options.overhead:
-                facts = replace(facts, overhead=_overhead(plan, staging, transcript, deadline, cancel))
-            facts = replace(facts, drift=[*misfit, *_drift(staging, transcript)])
-            facts = replace(facts, completeness=completeness.check(plan, staging, transcript))
-            if not facts.drift:
-                reuse.keep(plan, staging, transcript)
-            if plan.options.repeat > 1:
-                more = repeats.more(
-                    plan, staging, transcript, decoded, deadline=deadline, cancel=cancel, standby=ahead
-                )
-                ahead = None  # closed by repeats.more
-                first = repeats.first(ran, facts.drift)
-                facts = replace(facts, repeats=[first, *more], postprocess_s=decoded.seconds)
-            if facts.extract is not None:
-                facts = replace(facts, extract=saved_calls.checked(facts.extract, staging, transcript))
+                decoded = Decoded(transcript, formats, cancel, prestarted)
+                decoded(staging.capture_dir)
+                facts = replace(facts, postprocess_s=decoded.seconds)
+                if plan.options.overhead:
+                    facts = replace(facts, overhead=_overhead(plan, staging, transcript, deadline, cancel))
+                facts = replace(facts, drift=[*misfit, *_drift(staging, transcript)])
+                facts = replace(facts, completeness=completeness.check(plan, staging, transcript))
+                if not facts.drift:
+                    reuse.keep(plan, staging, transcript)
+                if plan.options.repeat > 1:
+                    more = repeats.more(
+                        plan, staging, transcript, decoded, deadline=deadline, cancel=cancel, standby=ahead
+                    )
+                    ahead = None  # closed by repeats.more
+                    first = repeats.first(ran, facts.drift)
+                    facts = replace(facts, repeats=[first, *more], postprocess_s=decoded.seconds)
+                if facts.extract is not None:
+                    facts = replace(facts, extract=saved_calls.checked(facts.extract, staging, transcript))
         if transcript.full is not None:
             raise transcript.full
         published = publish.publish(plan, staging, facts, formats, reporter, publishing, decoded)

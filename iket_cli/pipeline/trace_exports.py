@@ -3,7 +3,9 @@
 An in-process window (``iket_cli.window``, ``--window``) saves the trace JSON and nothing
 NVIDIA's decoder could read; a folder of JSON traces copied without its ``iket/`` is the
 same. Their ``.pftrace`` (and the report's gzip'd copy) are written from the JSON by
-:mod:`iket_cli.render.perfetto`, the trace NVIDIA's export would have been.
+:mod:`iket_cli.render.perfetto`, the trace NVIDIA's export would have been. A trace in another
+layout than the decoder's (the session's ``SaveTrace`` indents it) is first rewritten in the
+decoder's (:func:`compact`).
 """
 
 from __future__ import annotations
@@ -24,12 +26,33 @@ def traces_in(capture_dir: Path) -> list[Path]:
     return sorted(p for p in capture_dir.glob(trace_glob()) if p.is_file())
 
 
+def compact(path: Path) -> bool:
+    """Rewrite a trace JSON in the decoder's layout (keys sorted, no spaces) where it is not:
+    the in-process session's ``SaveTrace`` indents its JSON (seen on the H100), which the
+    trace model reads only by ``json.load``, slowly, and not above
+    :data:`~iket_cli.model.trace.MAX_GENERAL_BYTES`. True where it was rewritten."""
+    import json
+
+    with open(path, "rb") as handle:
+        if handle.read(len(trace_mod.DECODER_HEAD)) == trace_mod.DECODER_HEAD:
+            return False
+    with open(path, "rb") as handle:
+        try:
+            doc = json.load(handle)
+        except ValueError:
+            return False  # not JSON: the reader names the problem
+    atomic.write(path, json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+    return True
+
+
 def write(capture_dir: Path, formats: list[str]) -> list[str]:
     """Write each JSON trace's Perfetto trace (``perfetto``) and its gzip'd copy (``html``);
     the names written. A trace that cannot be read raises the reader's error."""
     from ..render import perfetto
 
     written = []
+    for path in traces_in(capture_dir):
+        compact(path)
     if "perfetto" not in formats and "html" not in formats:
         return written
     for path in traces_in(capture_dir):

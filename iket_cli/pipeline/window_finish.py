@@ -36,6 +36,7 @@ def finished(opened: _Open, trace: Path) -> dict[str, Any]:
     capture = staging.finalize()
     formats = opened.owner.formats
     start = time.monotonic()
+    trace_exports.compact(trace)
     loaded = trace_mod.load(trace)
     found = judge.of_window(loaded, _log_lines(capture), opened.owner.settings.log_level)
     del loaded

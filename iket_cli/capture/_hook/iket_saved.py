@@ -26,6 +26,10 @@ from json import dump as _dump
 from os import replace as _replace
 
 SPEC_ENV = "IKET_CLI_EXTRACT"
+#: ``--window``/``--one-pass``: the window's spec (iket_window.py), and what the hook says of
+#: the window in its folder as it happens (the CLI reads it should the process die inside it).
+WINDOW_SPEC_ENV = "IKET_CLI_WINDOW"
+WINDOW_STATE = "window.json"
 #: Where the replay finds the saved calls (the capture's ``extract/`` folder).
 DIR_ENV = "IKET_CLI_EXTRACT_DIR"
 INDEX = "calls.json"

@@ -10,7 +10,8 @@ kernels, it also writes each event name's payload type as the kernel is traced (
 distinct op, name and type): IKET keeps one payload type per name and reads every value with
 it, so a name given an Int32 in one place and a Float32 in another comes back misread, and
 only the compile can tell. In ``--extract``'s record run it also wraps the function whose
-calls are recorded (``iket_extract.py``). Then it hands over to the next ``sitecustomize`` on the path, if the
+calls are recorded (``iket_extract.py``); with ``--window`` or ``--one-pass`` it opens the
+in-process session (``iket_window.py``). Then it hands over to the next ``sitecustomize`` on the path, if the
 environment has one. It must never break the workload: every failure is swallowed.
 """
 
@@ -177,4 +178,8 @@ if os.environ.get("IKET_CLI_PROCS"):
     _safe(_install)
 if os.environ.get("IKET_CLI_EXTRACT"):
     _extract()
+if os.environ.get("IKET_CLI_WINDOW"):  # --window, --one-pass: not swallowed either
+    import iket_window
+
+    iket_window.install()
 _safe(_chain)

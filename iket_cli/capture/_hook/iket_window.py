@@ -1,0 +1,137 @@
+"""``iket profile --window`` and ``--one-pass``, inside the workload: NVIDIA's in-process
+session around FUNC's chosen calls, or around the whole process. No run-iket.
+
+The start-up hook (``sitecustomize``) calls :func:`install` when ``IKET_CLI_WINDOW`` holds a
+JSON spec. ``--window``: FUNC is wrapped as ``--extract`` wraps it (``iket_extract.wrap``);
+the session starts as the first chosen call begins and stops as the last one ends (calls
+``A-B``: one window from the start of A to the end of B), its trace saved into the spec's
+folder, then the process ends unless ``stop`` is false. ``--one-pass``: the session starts
+here, before any of the user's code, and stops at the process's exit: one trace per Python
+process, as run-iket's. Each step is written to the folder's ``window.json`` as it happens,
+so the CLI knows what ran in the window should the process die inside it.
+
+The binding is iket's own (``iket_cli.capture.session``: ctypes, nothing heavy); the folder
+that holds the ``iket_cli`` package is in the spec.
+"""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from iket_extract import _claim, _module_matches, _stop, _Watch, wrap
+from iket_saved import WINDOW_SPEC_ENV as SPEC_ENV
+from iket_saved import WINDOW_STATE as STATE
+from iket_saved import write_json
+
+
+class Windower:
+    """Counts FUNC's calls (``--window``) and holds the session around the chosen ones."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.calls = spec.get("calls") or []
+        self.seen = 0
+        self.owner = None
+        self.session = None
+        self.state = {"pid": os.getpid(), "function": spec.get("function"), "seen": 0, "open": None,
+                      "closed": None, "trace": None, "window_s": None, "error": None}  # fmt: skip
+
+    def call(self, func, args, kwargs):
+        if self.owner is None:
+            self.owner = _claim(self.spec)
+        if not self.owner:
+            return func(*args, **kwargs)
+        self.seen += 1
+        number = self.seen
+        self.state["seen"] = number
+        if self.calls and number == self.calls[0]:
+            self.open(number)
+        failed = True
+        try:
+            result = func(*args, **kwargs)
+            failed = False
+            return result
+        finally:
+            if self.session is not None and (number == self.calls[-1] or failed):
+                self.close(number, failed)
+                if not failed and self.spec.get("stop", True):
+                    _stop()
+
+    def open(self, number):
+        from iket_cli.capture import inprocess, session
+
+        inprocess.synchronize()
+        settings = session.Settings(**self.spec["settings"])
+        lib = session.load(Path(self.spec["library"]))
+        self.state["open"] = number
+        self.write()
+        self.session = session.Session(lib, settings).start()
+        self.started = time.monotonic()
+
+    def close(self, number, failed=False):
+        from iket_cli.capture import inprocess
+
+        trace = os.path.join(self.spec["dir"], f"iket_pid_{os.getpid():#x}.trace.json")
+        try:
+            if not failed:
+                inprocess.synchronize()
+        finally:
+            self.state["window_s"] = round(time.monotonic() - self.started, 3)
+            try:
+                self.session.stop()
+                self.session.save(trace)
+                self.state["trace"] = os.path.basename(trace)
+            finally:
+                self.session.close()
+                self.session = None
+                self.state["closed"] = number
+                self.state["error"] = "the call raised" if failed else None
+                self.write()
+
+    def write(self):
+        write_json(os.path.join(self.spec["dir"], STATE), self.state)
+
+    def at_exit(self):
+        if self.session is not None:  # --one-pass: the whole process was the window
+            self.close(self.seen)
+        elif self.owner:
+            self.write()
+
+
+def install():
+    """Set up this process's window (called by the start-up hook)."""
+    spec = json.loads(os.environ[SPEC_ENV])
+    sys.path.append(spec["iket_root"])
+    from iket_cli.capture import inprocess
+
+    inprocess.keep_cute_ops(os.environ)
+    inprocess.stand_aside_tirx()
+    windower = Windower(spec)
+    import atexit
+
+    atexit.register(windower.at_exit)
+    if spec.get("one_pass"):
+        if _claim_process(spec):
+            windower.owner = True
+            windower.open(0)
+        return
+    target = spec["module"]
+    name = os.path.splitext(os.path.basename(target))[0] if target.endswith(".py") else target
+
+    def action(module):
+        if _module_matches(module, spec):
+            wrap(module, spec["qualname"], windower)
+
+    if name in sys.modules:
+        action(sys.modules[name])
+    sys.meta_path.insert(0, _Watch({name}, action))
+
+
+def _claim_process(spec):
+    """``--one-pass``: every Python process of the workload has its own window, in a folder
+    of its own (one trace each, as run-iket's)."""
+    spec["dir"] = os.path.join(spec["dir"], f"pid_{os.getpid():#x}")
+    os.makedirs(spec["dir"], exist_ok=True)
+    return True

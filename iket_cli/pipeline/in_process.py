@@ -1,0 +1,107 @@
+"""``iket profile --window`` and ``--one-pass``: the capture's one run, its session inside it.
+
+Instead of run-iket's two passes: the workload runs once under iket's start-up hook, which
+opens NVIDIA's in-process session (:mod:`iket_cli.capture.window_run`); the traces it saved
+are then finished as a window's are (Perfetto from the JSON, lint, report) and judged from
+the injection's log and the traces themselves (no tracker pass, no raw capture).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+from ..analysis import completeness as judge
+from ..capture import runiket, session, window_run
+from ..capture.passes import Transcript
+from ..capture.plan import Plan
+from ..capture.staging import Staging
+from ..model import trace as trace_mod
+from ..model.completeness import Completeness
+from ..model.units import parse_size
+from ..model.vocab import WINDOW_DIR
+from ..system.runner import Line
+from .attempt import Facts
+
+
+def settings(plan: Plan) -> session.Settings:
+    """The session's options: ``--max-ts-cnt-per-warp`` and ``--context-buffer-size`` where
+    given, else the library's defaults (256 timestamps a warp, a 512 MiB buffer)."""
+    opts = plan.options
+    buffer = opts.context_buffer_size
+    return session.Settings(
+        max_ts_per_warp=opts.max_ts_cnt_per_warp,
+        device_buffer_size=None if buffer is None else parse_size(buffer),
+        log_level=opts.log_level or runiket.DEFAULT_LOG_LEVEL,
+        warp_lifetime_only=opts.warp_trace,
+    )
+
+
+def library(plan: Plan) -> Path:
+    """The session library: ``IKET_CLI_SESSION_LIBRARY``, else the one beside run-iket."""
+    from .window import LIBRARY_ENV
+
+    given = plan.env.get(LIBRARY_ENV)
+    return Path(given) if given else session.library_path(plan.tool.dsl_packages)
+
+
+def run(
+    plan: Plan,
+    staging: Staging,
+    transcript: Transcript,
+    facts: Facts,
+    deadline: float | None,
+    cancel: threading.Event | None,
+) -> Facts:
+    """The workload's one run; its traces moved into the capture folder."""
+    folder = staging.root / WINDOW_DIR
+    asked = settings(plan)
+    spec = window_run.spec(plan.window, one_pass=plan.options.one_pass, folder=folder,
+                           library=library(plan), settings=asked)  # fmt: skip
+    what = (
+        "the whole run"
+        if plan.options.one_pass
+        else f"{plan.window.function}, {plan.window.describe_calls()}"
+    )
+    transcript.reporter.phase("window")
+    transcript.note(f"one run of {plan.target.describe()} with IKET's in-process session around {what}")
+
+    def line(text: Line) -> None:
+        transcript.write(text.text)
+        if not text.stopping:
+            transcript.reporter.output(text.text, tool=runiket.is_injection_line(text.text))
+
+    found = window_run.run(
+        plan.target, spec, python=plan.python, env=plan.env, cwd=plan.cwd, staging=staging, on_line=line,
+        deadline=deadline, limit_s=plan.options.timeout, cancel=cancel,
+    )  # fmt: skip
+    staging.capture_dir.mkdir(exist_ok=True)
+    window_run.moved(folder, staging.capture_dir)
+    shutil.rmtree(folder, ignore_errors=True)  # its state is in the manifest now
+    found["settings"] = {**spec["settings"], "library": spec["library"]}
+    return replace(facts, window=found)
+
+
+def judged(plan: Plan, staging: Staging, transcript: Transcript) -> Completeness:
+    """What the windows lost, from the injection's lines in the log and each trace."""
+    level = plan.options.log_level or runiket.DEFAULT_LOG_LEVEL
+    lines = _injection_lines(staging.log_path)
+    found = Completeness()
+    for path in sorted(staging.capture_dir.glob("iket_pid_*.trace.json")):
+        one = judge.of_window(trace_mod.load(path), lines, level)
+        found.losses += [loss for loss in one.losses if loss not in found.losses]
+        found.checked = list(dict.fromkeys([*found.checked, *one.checked]))
+        found.unchecked = [u for u in one.unchecked if u not in found.unchecked] + found.unchecked
+    for loss in found.losses:
+        transcript.write(f"[iket] incomplete: {loss.message}")
+    return found
+
+
+def _injection_lines(log: Path) -> list[str]:
+    try:
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            return [line for line in handle if runiket.is_injection_line(line)]
+    except OSError:
+        return []
