@@ -60,6 +60,28 @@ def start_iket(*args, cwd: Path, **popen) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, text=True, **popen)
 
 
+@pytest.fixture(scope="session")
+def library(tmp_path_factory) -> Path:
+    """The session C ABI's stand-in (tests/fakes/session_double.c), built with the system's
+    C compiler: ctypes loads it as it loads NVIDIA's library, which needs a GPU driver."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the session's stand-in")
+    out = tmp_path_factory.mktemp("double") / "libiket_double.so"
+    source = Path(__file__).resolve().parent / "fakes" / "session_double.c"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
+    return out
+
+
+def session_env(library: Path, trace: str = "plain", **more: str) -> dict[str, str]:
+    """The environment that makes iket load the stand-in, saving ``fixtures/session/<trace>``."""
+    return {
+        "IKET_CLI_SESSION_LIBRARY": str(library),
+        "IKET_DOUBLE_TRACE": str(FIXTURES / "session" / f"{trace}.trace.json"),
+        **more,
+    }
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_tracker_cache(tmp_path_factory):
     """Captures made by the tests cache their tracker passes here, not in ~/.cache: a test

@@ -131,12 +131,22 @@ def _outcome(
     traces = sorted(folder.rglob("iket_pid_*.trace.json"))
     if the_spec["one_pass"]:
         states = [_state(p.parent) for p in traces]
+        refused = [s["refused"] for s in map(_state, folder.glob("pid_*")) if s.get("refused")]
+        if refused:
+            raise CaptureError(f"IKET's in-process session failed: {refused[0]}", phase="window",
+                               hint="the injection's own lines are in the log (iket.log)")  # fmt: skip
         if returncode != 0 or not traces:
             raise _failed(returncode, tail, "" if traces else "before any process saved its window")
         return {"one_pass": True, "run_s": seconds, "processes": len(traces),
                 "window_s": max((s.get("window_s") or 0) for s in states)}  # fmt: skip
     state = _state(folder)
     function, calls = the_spec.get("function"), the_spec.get("calls") or []
+    if state.get("refused"):
+        raise CaptureError(
+            f"IKET's in-process session failed: {state['refused']}",
+            phase="window",
+            hint="the injection's own lines are in the log (iket.log); iket doctor --gpu checks the stack",
+        )
     if state.get("open") is not None and state.get("closed") is None:
         raise _died(returncode, tail, function, state["open"])
     if state.get("closed") is None:

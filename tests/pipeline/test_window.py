@@ -5,7 +5,6 @@ a GPU driver). Each case runs a script that opens windows, then reads what it le
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,18 +16,7 @@ from iket_cli.model import manifest
 
 from conftest import FIXTURES, run_iket
 
-DOUBLE_C = Path(__file__).resolve().parents[1] / "fakes" / "session_double.c"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def library(tmp_path_factory) -> Path:
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        pytest.skip("no C compiler to build the session's stand-in")
-    out = tmp_path_factory.mktemp("double") / "libiket_double.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(out), str(DOUBLE_C)], check=True)
-    return out
 
 
 def run_script(tmp_path: Path, library: Path, body: str, trace: str = "plain", **env: str):

@@ -65,10 +65,18 @@ class Windower:
         inprocess.synchronize()
         settings = session.Settings(**self.spec["settings"])
         lib = session.load(Path(self.spec["library"]))
+        try:
+            self.session = session.Session(lib, settings).start()
+        except Exception as error:  # the library refused: the CLI says so, the run ends here
+            self.refused(error)
         self.state["open"] = number
         self.write()
-        self.session = session.Session(lib, settings).start()
         self.started = time.monotonic()
+
+    def refused(self, error):
+        self.state["refused"] = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        self.write()
+        _stop(3)
 
     def close(self, number, failed=False):
         from iket_cli.capture import inprocess
@@ -83,8 +91,13 @@ class Windower:
                 self.session.stop()
                 self.session.save(trace)
                 self.state["trace"] = os.path.basename(trace)
-            finally:
+            except Exception as error:
                 self.session.close()
+                self.session = None
+                self.refused(error)
+            finally:
+                if self.session is not None:
+                    self.session.close()
                 self.session = None
                 self.state["closed"] = number
                 self.state["error"] = "the call raised" if failed else None

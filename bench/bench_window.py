@@ -1,0 +1,138 @@
+"""Issue 52 on a GPU: one run in-process (``--window``, ``--one-pass``) against the two passes
+and raw run-iket, side by side, interleaved, ``--runs`` times each.
+
+    python3 bench/bench_window.py --case seed|model|big [--runs 3] [--json FILE]
+
+* ``seed`` (``examples/profile_affine.py``): ``one-pass`` (``iket profile --one-pass``),
+  ``two-pass`` (``iket profile --tracker fresh``), ``raw`` (``run-iket profile`` of the same call)
+* ``model`` (``examples/model_step.py``, bf16, its TIRx kernel's third call): ``window``
+  (``--window model_tirx_kernel:affine --calls 3 --no-stop-after``: the model trains to its end),
+  ``extract`` (``--extract ... --calls 3``), ``plain`` (``python3 examples/model_step.py``)
+* ``big`` (``tests/fixtures/workloads/big_kernel.py``, ITERS=256, 2 launches: 4.9M events):
+  ``one-pass``, ``two-pass``, ``raw``
+
+Prints a markdown table: median wall seconds, the ratio to the anchor (``raw``; ``extract`` for
+``model``), and what each capture holds (ranges, marks), so that equal captures are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+def _iket(*args: str) -> list[str]:
+    return [PY, "-m", "iket_cli", "profile", "--clobber", "-q", *args]
+
+
+def _raw(out: Path, code: str) -> list[str]:
+    run_iket = shutil.which("run-iket") or "run-iket"
+    return [
+        run_iket,
+        "-o",
+        str(out),
+        "--clobber",
+        "profile",
+        "--postprocess",
+        "all",
+        "--",
+        "python3",
+        "-c",
+        code,
+    ]
+
+
+def variants(case: str, work: Path) -> tuple[dict[str, tuple[list[str], Path]], str]:
+    if case == "seed":
+        code = "import profile_affine as p; p.workload()"
+        target = "examples/profile_affine.py:workload"
+    elif case == "big":
+        code = "import big_kernel as b; b.workload()"
+        target = "tests/fixtures/workloads/big_kernel.py:workload"
+    if case in ("seed", "big"):
+        return {
+            "one-pass": (_iket(target, "--one-pass", "-o", str(work / "one")), work / "one"),
+            "two-pass": (_iket(target, "--tracker", "fresh", "-o", str(work / "two")), work / "two"),
+            "raw": (_raw(work / "raw", code), work / "raw"),
+        }, "raw"
+    chosen = ("model_tirx_kernel:affine", "--calls", "3")
+    windowed = _iket("examples/model_step.py", "--window", *chosen, "--no-stop-after", "-o", str(work / "w"))
+    return {
+        "window": (windowed, work / "w"),
+        "extract": (_iket("examples/model_step.py", "--extract", *chosen, "-o", str(work / "x")), work / "x"),
+        "plain": ([PY, "examples/model_step.py"], work / "plain"),
+    }, "extract"  # fmt: skip
+
+
+def held(folder: Path) -> dict:
+    """Ranges and marks per name in the capture's trace JSON (json.load: an independent count)."""
+    ranges, marks, launches = {}, {}, 0
+    for path in sorted(folder.glob("iket_pid_*.trace.json")):
+        trace = json.loads(path.read_text())
+        names = trace["stringTable"]
+        for launch in trace["launches"] + [x for v in trace["graphLaunches"].values() for x in v]:
+            launches += 1
+            for r in launch["ranges"]:
+                ranges[names[r["rangeNameIdx"]]] = ranges.get(names[r["rangeNameIdx"]], 0) + 1
+            for m in launch["markers"]:
+                marks[names[m["markerNameIdx"]]] = marks.get(names[m["markerNameIdx"]], 0) + 1
+    return {"launches": launches, "ranges": ranges, "marks": marks}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--case", choices=("seed", "model", "big"), default="seed")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    paths = [ROOT / "examples", ROOT / "tests/fixtures/workloads", ROOT]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), os.environ.get("PYTHONPATH", "")])}
+    if args.case == "big":
+        env.update(ITERS="256", LAUNCHES="2")
+    work = Path(tempfile.mkdtemp(prefix="bench-window-"))
+    found, anchor = variants(args.case, work)
+    times: dict[str, list[float]] = {name: [] for name in found}
+    out: dict[str, dict] = {}
+    for run in range(args.runs):
+        for name, (argv, folder) in found.items():
+            start = time.perf_counter()
+            done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+            seconds = time.perf_counter() - start
+            losses = [
+                line.split()[-1] for line in done.stdout.splitlines() if line.startswith("model_step: step")
+            ]
+            if done.returncode != 0:
+                print(
+                    f"{name} run {run + 1}: exit {done.returncode}: {done.stderr.strip()[-600:]}", flush=True
+                )
+                continue
+            times[name].append(seconds)
+            out[name] = {"held": held(folder) if folder.is_dir() else None, "losses": losses}
+            print(
+                json.dumps({"variant": name, "run": run + 1, "s": round(seconds, 2), **out[name]})[:700],
+                flush=True,
+            )
+    base = statistics.median(times[anchor]) if times[anchor] else None
+    print(f"\n| {args.case} | median s | ratio to {anchor} | runs |\n|---|---|---|---|")
+    for name, seconds in times.items():
+        median = statistics.median(seconds) if seconds else None
+        ratio = f"{median / base:.2f}" if median and base else "-"
+        print(f"| {name} | {median and round(median, 2)} | {ratio} | {len(seconds)} |")
+    if args.json:
+        args.json.write_text(json.dumps({"times": times, "held": out}, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
