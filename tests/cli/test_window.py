@@ -78,20 +78,35 @@ def test_one_pass_is_the_whole_run_in_one_session(work, library):
     assert record["processes"][0]["ranges"] == 1
 
 
+#: --window around one call of the stand-in workload's step (the cases add the calls).
+W = ["--window", "stepper:step", "--calls"]
+
+
 @pytest.mark.parametrize(
     ("args", "env", "code", "said"),
     [
-        (["--window", "stepper:step", "--calls", "2"], {"DIE_AT": "1"}, 1,
-         "the workload died with status -6 (SIGABRT) inside the window, during call 2 of stepper:step"),
-        (["--window", "stepper:step", "--calls", "9"], {}, 1, "stepper:step was called 4 times in the run; --calls needs 9"),
-        (["--window", "stepper:step", "--calls", "2"], {"RAISE_AT": "1"}, 1, "call 2 of stepper:step raised inside the window"),
-        (["--window", "stepper:step", "--calls", "2"], {"IKET_DOUBLE_FAIL": "Start=8"}, 1, "INVALID_STATE (8)"),
-        (["--window", "stepper:step", "--calls", "last"], {}, 2, "--window cannot open at the last call"),
-        (["--window", "stepper:nothing"], {}, 2, "--window stepper:nothing: stepper.py defines no function nothing"),
-        (["--window", "stepper:step", "--extract", "stepper:step"], {}, 2, "--extract and --window cannot go together"),
+        (
+            [*W, "2"],
+            {"DIE_AT": "1"},
+            1,
+            "the workload died with status -6 (SIGABRT) inside the window, during call 2",
+        ),
+        ([*W, "9"], {}, 1, "stepper:step was called 4 times in the run; --calls needs 9"),
+        ([*W, "2"], {"RAISE_AT": "1"}, 1, "call 2 of stepper:step raised inside the window"),
+        ([*W, "2"], {"IKET_DOUBLE_FAIL": "Start=8"}, 1, "IKET's in-process session failed"),
+        ([*W, "2"], {"IKET_DOUBLE_FAIL": "SaveTrace=13"}, 1, "IKET's in-process session failed"),
+        ([*W, "last"], {}, 2, "--window cannot open at the last call"),
+        (
+            ["--window", "stepper:nothing"],
+            {},
+            2,
+            "--window stepper:nothing: stepper.py defines no function nothing",
+        ),
+        ([*W, "1", "--extract", "stepper:step"], {}, 2, "--extract and --window cannot go together"),
         (["--one-pass", "--repeat", "2"], {}, 2, "--repeat does not go with --one-pass"),
+        (["--one-pass"], {"IKET_DOUBLE_FAIL": "Start=8"}, 1, "refused Start: INVALID_STATE (8)"),
     ],
-)  # fmt: skip
+)
 def test_each_fault_is_one_line_with_its_exit_code_and_the_evidence_kept(
     work, library, args, env, code, said
 ):
