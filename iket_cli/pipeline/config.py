@@ -46,6 +46,9 @@ OPTIONS: dict[str, tuple[type, ...]] = {
     "max_extract": (int, str),
     "extract_rank": (int,),
     "stop_after": (bool,),
+    # --window MODULE:FUNC (its calls: ``calls``), --one-pass: the run once, in-process
+    "window": (str,),
+    "one_pass": (bool,),
     # sbatch options for --executor slurm (SLURM_OPTIONS); a job's table overrides keys of the top one
     "slurm": (dict,),
 }
@@ -66,7 +69,7 @@ SLURM_OPTIONS: dict[str, tuple[type, ...]] = {
 #: Whole-number options that must be at least 1.
 POSITIVE = ("repeat", "max_ts_cnt_per_warp")
 #: Options checked as ``iket profile`` checks them, before any job runs.
-EXTRACT_CHECKS = ("extract", "calls", "max_extract")
+EXTRACT_CHECKS = ("extract", "calls", "max_extract", "window")
 TOP_ONLY = {"output": (str,), "jobs": (list,), "executor": (str,)}
 JOB_ONLY = {"name": (str,), "target": (str,), "command": (list,), "args": (list,), "cwd": (str,)}
 
@@ -257,8 +260,8 @@ def _check_extract(path: Path, where: str, key: str, value: Any) -> None:
     from ..model.units import parse_size
 
     try:
-        if key == "extract" and not value.strip():
-            raise UsageError("'' names no function", hint="give MODULE:FUNC, or drop extract")
+        if key in ("extract", "window") and not value.strip():
+            raise UsageError("'' names no function", hint=f"give MODULE:FUNC, or drop {key}")
         if key == "calls":
             parse_calls(str(value))
         if key == "max_extract" and (parse_size(str(value)) if isinstance(value, str) else value) < 1:

@@ -18,6 +18,7 @@ from ..capture import runiket, session, window_run
 from ..capture.passes import Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging
+from ..model import injection_log
 from ..model import trace as trace_mod
 from ..model.completeness import Completeness
 from ..model.units import parse_size
@@ -96,7 +97,18 @@ def judged(plan: Plan, staging: Staging, transcript: Transcript) -> Completeness
         found.unchecked = [u for u in one.unchecked if u not in found.unchecked] + found.unchecked
     for loss in found.losses:
         transcript.write(f"[iket] incomplete: {loss.message}")
+    skipped = injection_log.read_lines(lines).skipped_modules
+    if skipped:
+        transcript.reporter.info(skipped_note(skipped))
     return found
+
+
+def skipped_note(count: int) -> str:
+    """The injection's "could not inspect a CUDA module" lines, summarised (iket.log has each)."""
+    return (
+        f"IKET skipped {count} CUDA module(s) it could not inspect (libraries such as cuBLAS loaded "
+        "before the window): their kernels are not traced; yours are"
+    )
 
 
 def _injection_lines(log: Path) -> list[str]:

@@ -21,6 +21,7 @@ import itertools
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -117,6 +118,8 @@ class _Open:
         self.session: session_mod.Session | None = None
         self.splits: list[fdsplit.Split] = []
         self.window_s: float | None = None
+        #: CUDA modules the session could not inspect (its log says so of each).
+        self.skipped = 0
 
     @classmethod
     def begin(cls, owner: Window, where: str) -> _Open:
@@ -139,6 +142,7 @@ class _Open:
         inprocess.stand_aside_tirx()
         self.staging = Staging.create(self.output)
         self.staging.capture_dir.mkdir()
+        _warn_half_precision()
         inprocess.synchronize()
         for fd in (1, 2):
             split = fdsplit.Split(fd, runiket.is_injection_line, self.staging.log_path)
@@ -199,6 +203,26 @@ class _Open:
                 self.staging.discard()
         finally:
             self.lock.release()
+
+
+def _warn_half_precision() -> None:
+    """A half-precision GEMM inside a session aborts the process (RUN_IKET_NOTES.md): where
+    torch's autocast to a half type is on as the window opens, say so before it happens."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        on = torch.is_autocast_enabled("cuda")
+        dtype = torch.get_autocast_dtype("cuda")
+    except (AttributeError, TypeError, RuntimeError):
+        return
+    if on and dtype in (torch.float16, torch.bfloat16):
+        warnings.warn(
+            f"iket window opened under torch.autocast({dtype}): a half-precision cuBLAS GEMM inside an "
+            "IKET session aborts the process; open the window around your instrumented kernels only",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _library(given: str | os.PathLike | None) -> Path:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analysis import completeness as judge
 from ..errors import CaptureError, IketError, Status
-from ..model import artifacts
+from ..model import artifacts, injection_log
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
 from ..model import trace as trace_mod
@@ -38,7 +38,9 @@ def finished(opened: _Open, trace: Path) -> dict[str, Any]:
     start = time.monotonic()
     trace_exports.compact(trace)
     loaded = trace_mod.load(trace)
-    found = judge.of_window(loaded, _log_lines(capture), opened.owner.settings.log_level)
+    lines = _log_lines(capture)
+    found = judge.of_window(loaded, lines, opened.owner.settings.log_level)
+    opened.skipped = injection_log.read_lines(lines).skipped_modules
     del loaded
     trace_exports.write(capture, formats)
     draft = _record(opened, Status.OK, artifacts.scan_processes(capture), found.to_dict())
@@ -110,6 +112,7 @@ def _record(
             "number": opened.number,
             "where": opened.where,
             **(opened.session.applied if opened.session else {}),
+            "skipped_modules": opened.skipped,
         },
     )
 

@@ -5,6 +5,7 @@ its own process; the faults a window can meet, each with its one-line error and 
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import pytest
@@ -126,3 +127,67 @@ def test_one_pass_refuses_a_command(work, library):
     assert (
         done.code == 2 and "--one-pass runs a Python workload's session in its own process" in done.stderr
     ), done
+
+
+def test_an_iket_toml_job_takes_window_and_one_pass(work, library):
+    (work / "iket.toml").write_text(
+        'output = "runs"\n\n'
+        '[[jobs]]\nname = "call2"\ntarget = "work.py"\nwindow = "stepper:step"\ncalls = 2\n\n'
+        '[[jobs]]\nname = "whole"\ntarget = "work.py"\none_pass = true\n'
+    )
+    done = run_iket("run", cwd=work, env=session_env(library))
+    assert done.code == 0, done
+    assert manifest.read(work / "runs" / "call2")["window"]["calls"] == [2, 2]
+    assert manifest.read(work / "runs" / "whole")["window"]["one_pass"] is True
+    (work / "iket.toml").write_text('[[jobs]]\nname = "bad"\ntarget = "work.py"\nwindow = " "\n')
+    refused = run_iket("run", cwd=work, env=session_env(library))
+    assert refused.code == 2 and "jobs[0].window: '' names no function" in refused.stderr, refused
+
+
+def test_the_timeout_covers_the_window_and_says_where_it_was(work, library):
+    (work / "stepper.py").write_text(
+        textwrap.dedent(STEPPER).replace(
+            "    return i", "    if i == 1:\n        import time; time.sleep(60)\n    return i"
+        )
+    )
+    done = run_iket(
+        "profile", "work.py", *W, "2", "--timeout", "3", "-o", "out", cwd=work, env=session_env(library)
+    )
+    assert done.code == 124 and "inside the window (call 2 of stepper:step)" in done.stderr, done
+    assert manifest.read(work / "out.failed")["status"] == "timeout"
+
+
+def test_ctrl_c_inside_the_window_stops_the_session_and_keeps_its_trace(work, library):
+    import signal
+    import time
+
+    from conftest import start_iket
+
+    (work / "stepper.py").write_text(
+        textwrap.dedent(STEPPER).replace(
+            "    return i", "    if i == 1:\n        import time; time.sleep(60)\n    return i"
+        )
+    )
+    env = {**os.environ, **session_env(library, IKET_DOUBLE_CALLS=str(work / "calls.txt"))}
+    proc = start_iket("profile", "work.py", *W, "2", "-o", "out", cwd=work, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = list(work.glob(".out.iket-staging-*/window/window.json"))
+        if states and json.loads(states[0].read_text()).get("open") == 2:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    called = [line.split()[0] for line in (work / "calls.txt").read_text().splitlines()]
+    assert called[-3:] == ["Stop", "SaveTrace", "Destroy"]  # the session stopped: patched kernels restored
+    assert manifest.read(work / "out.failed")["status"] == "interrupted"
+    assert list((work / "out.failed" / "window").glob("iket_pid_*.trace.json"))
+
+
+def test_modules_the_session_could_not_inspect_are_summed_up_not_listed(work, library):
+    env = session_env(library, IKET_DOUBLE_SKIPPED="3")
+    done = run_iket("profile", "work.py", *W, "2", "-o", "out", cwd=work, env=env)
+    assert done.code == 0 and "IKET skipped 3 CUDA module(s) it could not inspect" in done.stderr, done
+    assert "could not inspect a CUDA module" not in done.stderr + done.stdout
+    assert (work / "out" / "iket.log").read_text().count("could not inspect a CUDA module") == 3

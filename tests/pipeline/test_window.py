@@ -69,6 +69,7 @@ def test_a_window_is_a_published_capture_and_the_injection_keeps_off_the_termina
     log = (out / "iket.log").read_text()
     assert log.count("[IketInjectionManager]") == 4 and "session started" in log
     assert record["completeness"]["complete"] is True and "trace" in record["completeness"]["checked"]
+    assert window["skipped_modules"] == 0
     assert not list(tmp_path.glob(".out.iket-*")) and not list(tmp_path.glob("*.lock"))
     shown = run_iket("show", out, "--format", "json", cwd=tmp_path)
     assert shown.code == 0, shown
