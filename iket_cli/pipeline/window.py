@@ -30,8 +30,8 @@ from typing import Any
 from ..capture import inprocess, outdir, runiket
 from ..capture import session as session_mod
 from ..capture.staging import Staging, remove_stale
-from ..errors import CaptureError
-from ..model.vocab import formats_for
+from ..errors import CaptureError, IketError, UsageError
+from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES, formats_for
 from ..system import fdsplit
 from .capture import Capture
 
@@ -59,6 +59,12 @@ class Window:
         log_level: str = runiket.DEFAULT_LOG_LEVEL,
         library: str | os.PathLike | None = None,
     ) -> None:
+        if postprocess not in POSTPROCESS_CHOICES:
+            raise UsageError(
+                f"unknown postprocess {postprocess!r}", hint=f"use one of {', '.join(POSTPROCESS_CHOICES)}"
+            )
+        if log_level not in LOG_LEVELS:
+            raise UsageError(f"unknown log_level {log_level!r}", hint=", ".join(LOG_LEVELS))
         self.output_dir = str(output_dir)
         self.clobber = clobber
         self.formats = formats_for(postprocess)
@@ -153,11 +159,19 @@ class _Open:
     def end(self, error: BaseException | None) -> Capture | None:
         """Stop and save; publish, or keep the evidence where the block raised (it goes on)."""
         try:
-            trace = self._stop()
+            try:
+                trace = self._stop()
+            except IketError as failure:  # Stop or SaveTrace refused: what there is, kept
+                self._keep_evidence(error or failure)
+                raise
             if error is not None:
                 self._keep_evidence(error)
                 return None
-            return self._publish(trace)
+            try:
+                return self._publish(trace)
+            except IketError as failure:  # the report or a full disk: the evidence is kept
+                self._keep_evidence(failure)
+                raise
         finally:
             self._discard()
 

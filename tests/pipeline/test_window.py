@@ -177,3 +177,39 @@ def test_a_window_that_lost_records_says_so(tmp_path, library):
     assert record["completeness"]["complete"] is False and record["window"]["max_ts_cnt_per_warp"] == 1
     shown = run_iket("show", tmp_path / "out", cwd=tmp_path)
     assert "INCOMPLETE" in shown.stdout + shown.stderr, shown
+
+
+def test_a_refused_save_keeps_the_evidence_and_says_which_call(tmp_path, library):
+    done, called = run_script(
+        tmp_path,
+        library,
+        """
+        import iket_cli
+        try:
+            with iket_cli.window("out"):
+                print("inside", flush=True)
+        except iket_cli.IketError as error:
+            print(error.message, error.exit_code)
+    """,
+        IKET_DOUBLE_FAIL="SaveTrace=13",
+    )
+    assert done.returncode == 0 and "IKET's session refused SaveTrace: IO_ERROR (13) 1" in done.stdout, done
+    assert called[-1] == "Destroy" and not (tmp_path / "out").exists()
+    assert manifest.read(tmp_path / "out.failed")["status"] == "failed"
+
+
+def test_bad_options_are_refused_before_anything_runs(tmp_path, library):
+    done, called = run_script(
+        tmp_path,
+        library,
+        """
+        import iket_cli
+        for options in ({"postprocess": "pdf"}, {"log_level": "debug"}):
+            try:
+                iket_cli.window("out", **options)
+            except iket_cli.IketError as error:
+                print(error.message, error.exit_code)
+    """,
+    )
+    assert done.stdout.splitlines() == ["unknown postprocess 'pdf' 2", "unknown log_level 'debug' 2"], done
+    assert called == []
