@@ -4,6 +4,8 @@ The Python API::
 
     import iket_cli
     capture = iket_cli.profile("profile_affine.py:workload", output_dir="iket-affine")
+    with iket_cli.window("iket-step") as w:    # in this process: no relaunch, no tracker pass
+        model.train_step(batch)
     capture.trace_json, capture.perfetto, capture.manifest["processes"]
     capture.tables()["ranges"].to_pandas()     # with pip install 'iket-cli[sql]'
     capture.to_duckdb().sql("SELECT name, median(duration_ns) FROM ranges GROUP BY name")
@@ -24,6 +26,7 @@ from ._version import __version__
 _LAZY: dict[str, tuple[str, str | None]] = {
     "profile": ("pipeline.profile", "profile"),
     "window": ("pipeline.window", "window"),
+    "prepare": ("capture.inprocess", "prepare"),
     "Capture": ("pipeline.capture", "Capture"),
     "Process": ("model.folder", "Process"),
     "Target": ("capture.targets", "Target"),

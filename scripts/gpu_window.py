@@ -82,6 +82,7 @@ def main() -> None:
             profile_affine.workload()
         report(out, w.capture, {"case": what})
         return
+    iket_cli.prepare()  # the model runs its TIRx kernel (outside run-iket) before the window
     import model_step
     import torch
 

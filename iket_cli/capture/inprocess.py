@@ -33,6 +33,14 @@ TIRX_IKET = "tvm_tirx.backend.cuda.iket"
 TIRX_CHECK = "_validate_official_environment"
 
 
+def prepare(environ: MutableMapping[str, str] | None = None) -> None:
+    """Ready this process for windows: TIRx's IKET kernels load outside run-iket (now and
+    whenever TIRx is imported), CuTe DSL keeps IKET's ops in what it compiles from now on.
+    Idempotent; a model that runs its IKET kernels before its first window needs this first."""
+    keep_cute_ops(os.environ if environ is None else environ)
+    stand_aside_tirx()
+
+
 def keep_cute_ops(environ: MutableMapping[str, str]) -> list[str]:
     """Add ``iket`` to each CuTe DSL's compiler options in ``environ`` (a space before it:
     CuTe's parser reads ``name=value`` up to whitespace); the variables changed."""
@@ -105,7 +113,3 @@ def synchronize() -> None:
     context = ctypes.c_void_p()
     if driver.cuCtxGetCurrent(ctypes.byref(context)) == 0 and context.value:
         driver.cuCtxSynchronize()
-
-
-def environ() -> MutableMapping[str, str]:
-    return os.environ

@@ -89,13 +89,23 @@ class Settings:
 
 
 def library_path(dsl_packages: str | Path | None) -> Path:
-    """The session library beside the installed run-iket (its ``dsl_packages`` folder)."""
-    if dsl_packages is None or not (Path(dsl_packages) / LIBRARY).is_file():
-        raise ToolchainError(
-            f"run-iket's in-process session library ({LIBRARY}) is not installed here",
-            hint="pip install 'nvidia-cutlass-dsl-libs-base>=4.8'",
-        )
-    return Path(dsl_packages) / LIBRARY
+    """The session library beside the installed run-iket (its ``dsl_packages`` folder), else
+    beside the ``iket`` package this Python finds (a libs-base put on ``PYTHONPATH``)."""
+    if dsl_packages is not None and (Path(dsl_packages) / LIBRARY).is_file():
+        return Path(dsl_packages) / LIBRARY
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(LIBRARY.parts[0])
+    except (ImportError, ValueError):
+        found = None
+    for folder in (found.submodule_search_locations or []) if found else []:
+        if (Path(folder).parent / LIBRARY).is_file():
+            return Path(folder).parent / LIBRARY
+    raise ToolchainError(
+        f"run-iket's in-process session library ({LIBRARY}) is not installed here",
+        hint="pip install 'nvidia-cutlass-dsl-libs-base>=4.8'",
+    )
 
 
 def load(path: Path) -> Any:

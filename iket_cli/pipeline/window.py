@@ -72,6 +72,7 @@ class Window:
             max_ts_per_warp=max_ts_cnt_per_warp, device_buffer_size=context_buffer_size, log_level=log_level
         )
         self.library = library
+        inprocess.prepare()  # a decorated function's kernels may load before its first call
         #: The last window's capture, once it is published.
         self.capture: Capture | None = None
         self._open: _Open | None = None
@@ -144,8 +145,7 @@ class _Open:
     def _start(self) -> None:
         remove_stale(self.output)
         lib = session_mod.load(_library(self.owner.library))
-        inprocess.keep_cute_ops(os.environ)
-        inprocess.stand_aside_tirx()
+        inprocess.prepare()
         self.staging = Staging.create(self.output)
         self.staging.capture_dir.mkdir()
         _warn_half_precision()

@@ -47,7 +47,11 @@ def test_tirx_check_stands_aside_whether_tirx_was_imported_before_or_after(tmp_p
     script = textwrap.dedent("""
         import sys
         from iket_cli.capture import inprocess
-        if sys.argv[1] == "before":
+        if sys.argv[1] == "prepare":
+            import iket_cli
+            iket_cli.prepare()
+            import tvm_tirx.backend.cuda.iket as iket
+        elif sys.argv[1] == "before":
             import tvm_tirx.backend.cuda.iket as iket
             inprocess.stand_aside_tirx()
         else:
@@ -56,7 +60,7 @@ def test_tirx_check_stands_aside_whether_tirx_was_imported_before_or_after(tmp_p
             import tvm_tirx.backend.cuda.iket as iket
         print(iket.jit(), sum(type(f).__name__ == "_WhenImported" for f in sys.meta_path))
     """)
-    for when in ("before", "after"):
+    for when in ("before", "after", "prepare"):
         env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"}
         done = subprocess.run(
             [sys.executable, "-c", script, when], cwd=tmp_path, capture_output=True, text=True, env=env

@@ -119,8 +119,7 @@ def install():
     sys.path.append(spec["iket_root"])
     from iket_cli.capture import inprocess
 
-    inprocess.keep_cute_ops(os.environ)
-    inprocess.stand_aside_tirx()
+    inprocess.prepare()
     windower = Windower(spec)
     import atexit
 
