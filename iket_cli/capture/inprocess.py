@@ -16,12 +16,15 @@ user's process (``iket_cli.window``) must do the same for the kernels that proce
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
 import shutil
+import signal
 import sys
-from collections.abc import MutableMapping
+import threading
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 #: The CuTe-family DSLs whose ``<PREFIX>_COMPILER_OPT`` keeps IKET ops (run-iket's list).
@@ -97,6 +100,21 @@ class _WhenImported:
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Stop, save and destroy a session as one step: a second Ctrl-C (or a SIGTERM) arriving
+    meanwhile waits for the end of the block, so the trace is saved and the patched kernels
+    restored before it is raised. Outside the main thread nothing is held (signals go there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def synchronize() -> None:

@@ -181,13 +181,14 @@ class _Open:
             inprocess.synchronize()
         finally:
             self.window_s = round(time.monotonic() - self.t_start, 3)
-            try:
-                self.session.stop()
-                trace = self.staging.capture_dir / f"iket_pid_{os.getpid():#x}.trace.json"
-                self.session.save(trace)
-            finally:
-                self.session.close()
-                self._unsplit()
+            with inprocess.signals_held():  # a second Ctrl-C waits: the trace is saved first
+                try:
+                    self.session.stop()
+                    trace = self.staging.capture_dir / f"iket_pid_{os.getpid():#x}.trace.json"
+                    self.session.save(trace)
+                finally:
+                    self.session.close()
+                    self._unsplit()
         return trace
 
     def _publish(self, trace: Path) -> Capture:

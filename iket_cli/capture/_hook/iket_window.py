@@ -87,21 +87,26 @@ class Windower:
                 inprocess.synchronize()
         finally:
             self.state["window_s"] = round(time.monotonic() - self.started, 3)
-            try:
-                self.session.stop()
-                self.session.save(trace)
-                self.state["trace"] = os.path.basename(trace)
-            except Exception as error:
+            with inprocess.signals_held():  # a second Ctrl-C waits: the trace is saved first
+                self._save(trace, number, failed)
+
+    def _save(self, trace, number, failed):
+        """Stop, save, destroy; what happened written to the folder's state."""
+        try:
+            self.session.stop()
+            self.session.save(trace)
+            self.state["trace"] = os.path.basename(trace)
+        except Exception as error:
+            self.session.close()
+            self.session = None
+            self.refused(error)
+        finally:
+            if self.session is not None:
                 self.session.close()
-                self.session = None
-                self.refused(error)
-            finally:
-                if self.session is not None:
-                    self.session.close()
-                self.session = None
-                self.state["closed"] = number
-                self.state["error"] = "the call raised" if failed else None
-                self.write()
+            self.session = None
+            self.state["closed"] = number
+            self.state["error"] = "the call raised" if failed else None
+            self.write()
 
     def write(self):
         write_json(os.path.join(self.spec["dir"], STATE), self.state)
