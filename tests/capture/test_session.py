@@ -86,12 +86,17 @@ def test_another_abi_major_is_refused():
     assert isinstance(session.checked(SessionLibrary(version=(1, 3)), "lib.so"), SessionLibrary)
 
 
-def test_the_library_is_found_beside_run_iket_or_its_absence_said(tmp_path):
-    with pytest.raises(ToolchainError, match="session library"):
-        session.library_path(tmp_path)
+def test_the_library_is_found_beside_run_iket_or_its_absence_said(tmp_path, monkeypatch):
+    import importlib.util
+
+    beside_iket = session.library_path(None)  # no distribution named: beside the iket package found
+    assert beside_iket.is_file() and beside_iket.parts[-3:] == session.LIBRARY.parts
     (tmp_path / session.LIBRARY).parent.mkdir(parents=True)
     (tmp_path / session.LIBRARY).write_bytes(b"")
     assert session.library_path(tmp_path) == tmp_path / session.LIBRARY
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ToolchainError, match="session library"):
+        session.library_path(tmp_path / "elsewhere")
 
 
 def test_the_real_library_without_a_driver_says_so(real_run_iket):
