@@ -77,10 +77,11 @@ def instrumented(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def replay_line(record: dict[str, Any]) -> str | None:
     """``a replay of call 3 of kernels:launch ...``: what an ``--extract`` or ``--replay``
-    capture holds, said the same way by the console, ``iket show`` and the report."""
+    capture holds (or a window, :func:`window_line`), said the same way by the console,
+    ``iket show`` and the report."""
     extract = record.get("extract")
     if not isinstance(extract, dict):
-        return None
+        return window_line(record)
     calls = [str(c) for c in extract.get("calls") or []]
     which = f"call {calls[0]}" if len(calls) == 1 else f"calls {', '.join(calls)}"
     record_run = extract.get("record") or {}
@@ -93,6 +94,22 @@ def replay_line(record: dict[str, Any]) -> str | None:
     differing = [c["call"] for c in (extract.get("replay") or {}).get("calls", []) if not c.get("equal")]
     check = f"; the result of call {differing[0]} differs from the recorded one" if differing else ""
     return f"a replay of {which} of {extract.get('function')} ({source}){check}"
+
+
+def window_line(record: dict[str, Any]) -> str | None:
+    """What an in-process capture holds: ``call 3 of kernels:launch, in the live process``."""
+    window = record.get("window")
+    if not isinstance(window, dict):
+        return None
+    run = window.get("run_s")
+    ran = f" (one run of {run:.1f} s, no tracker pass)" if isinstance(run, (int, float)) else ""
+    if window.get("one_pass"):
+        return f"the whole run in one in-process session{ran}"
+    calls = window.get("calls")
+    if isinstance(calls, list) and len(calls) == 2:
+        which = f"call {calls[0]}" if calls[0] == calls[1] else f"calls {calls[0]}-{calls[1]}"
+        return f"{which} of {window.get('function')}, in the live process{ran}"
+    return f"a window opened at {window.get('where')}, in the live process"
 
 
 def write(capture_dir: Path, manifest: dict[str, Any]) -> Path:

@@ -49,6 +49,9 @@ def test_a_window_around_one_call_in_one_run(work, library):
     assert record["window"]["seen"] == 2  # the run was ended once the window was saved
     assert "step 1" in done.stderr and "step 2" not in done.stderr  # the workload's output, --json: on stderr
     assert record["tracker"]["mode"] == "none" and record["run_iket_argv"] == []
+    assert "iket: call 2 of stepper:step, in the live process (one run of" in done.stderr
+    shown = run_iket("show", "out", cwd=work)
+    assert "this capture is call 2 of stepper:step, in the live process" in shown.stderr, shown
     (process,) = record["processes"]
     assert process["kernels"] == [
         {"name": "profiled_affine_kernel", "short": "profiled_affine_kernel", "launches": 1}
