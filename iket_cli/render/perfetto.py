@@ -24,6 +24,7 @@ Perfetto package at run time.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator
 
@@ -79,8 +80,27 @@ class _Tracks:
 
 
 def _event(ts: int, kind: int, uuid: int, name: bytes, annotations: bytes = b"") -> bytes:
-    body = annotations + _int(9, kind) + _int(11, uuid) + _field(23, name)
-    return _field(1, _int(8, ts) + _int(10, SEQUENCE) + _field(11, body))
+    """One TrackEvent packet: ``timestamp``, ``trusted_packet_sequence_id``, the event
+    (``debug_annotations``, ``type``, ``track_uuid``, ``name``), as NVIDIA's export orders them."""
+    body = annotations + _tail(kind, uuid, name)
+    inner = b"\x40" + _varint(ts) + _SEQUENCE + b"\x5a" + _length(len(body)) + body
+    return b"\x0a" + _length(len(inner)) + inner
+
+
+#: ``trusted_packet_sequence_id`` (field 10) of every packet.
+_SEQUENCE = _int(10, SEQUENCE)
+
+
+def _length(size: int) -> bytes:
+    """A length varint: one byte below 128 (nearly every event's)."""
+    return bytes((size,)) if size < 0x80 else _varint(size)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _tail(kind: int, uuid: int, name: bytes) -> bytes:
+    """The event's type, track and name fields (a pure function of them: a track's few names
+    repeat across its events, so each is encoded once)."""
+    return _int(9, kind) + _int(11, uuid) + _field(23, name)
 
 
 def _annotations(ptype: int, value: float) -> bytes:
