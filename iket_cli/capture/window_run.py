@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout
 from ..model import jsonio
+from ..model.artifacts import count_keys
 from ..model.vocab import PROCS_NAME
 from ..system import runner, tree
 from ._hook.iket_saved import WINDOW_SPEC_ENV as SPEC_ENV
@@ -208,9 +209,13 @@ def _status(returncode: int) -> str:
 
 
 def moved(folder: Path, capture_dir: Path) -> list[str]:
-    """The windows' traces moved into the capture folder, as run-iket names them."""
+    """The windows' traces moved into the capture folder, as run-iket names them; a process
+    that launched nothing in its window (``--one-pass``: a launcher, the shim before its exec)
+    is left out, as run-iket leaves it out."""
     names = []
     for trace in sorted(folder.rglob("iket_pid_*.trace.json")):
-        os.replace(trace, capture_dir / trace.name)
-        names.append(trace.name)
+        (launches,) = count_keys(trace, (b'"kernelName"',))
+        if launches:
+            os.replace(trace, capture_dir / trace.name)
+            names.append(trace.name)
     return names
