@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "iket_cli"
 #: other. ``errors`` and ``_version`` are the foundation every layer may import; the package's
 #: own ``__init__``/``__main__`` (the public API, the entry point) sit on top.
 ROWS = [("errors", "_version"), ("model",), ("system",), ("capture", "decode", "analysis"), ("render",),
-        ("pipeline",), ("cli",)]  # fmt: skip
+        ("pipeline",), ("cli", "hosts")]  # fmt: skip
 LAYERS = [stage for row in ROWS for stage in row]
 FOUNDATION = {"errors", "_version"}
 TOP = len(ROWS)

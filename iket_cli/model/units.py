@@ -34,3 +34,19 @@ def parse_size(text: str) -> int:
         raise UsageError(f"{text!r} is not a size", hint="a number of bytes, optionally with k, M or G")
     scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
     return int(match.group(1)) * scale
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s)?\s*")
+_NS = {"ns": 1, None: 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def parse_duration(value: str | float) -> float:
+    """``"5us"``, ``"300ns"``, ``"1.5 ms"``, ``2000`` (ns) -> nanoseconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    match = _DURATION.fullmatch(value) if isinstance(value, str) else None
+    if not match:
+        raise UsageError(
+            f"{value!r} is not a duration", hint="a number of ns, or with ns, us, ms or s: e.g. 5us"
+        )
+    return float(match.group(1)) * _NS[match.group(2)]
