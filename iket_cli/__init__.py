@@ -38,6 +38,13 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 __all__ = ["__version__", *_LAZY]
 
 
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext iket_cli``: the ``%%iket`` cell magic and ``%iket`` (docs/notebooks.md)."""
+    from .hosts import ipython as host
+
+    host.load(ipython)
+
+
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'iket_cli' has no attribute {name!r}")

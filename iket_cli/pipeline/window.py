@@ -58,6 +58,7 @@ class Window:
         context_buffer_size: int | None = None,
         log_level: str = runiket.DEFAULT_LOG_LEVEL,
         library: str | os.PathLike | None = None,
+        where: str | None = None,
     ) -> None:
         if postprocess not in POSTPROCESS_CHOICES:
             raise UsageError(
@@ -72,6 +73,8 @@ class Window:
             max_ts_per_warp=max_ts_cnt_per_warp, device_buffer_size=context_buffer_size, log_level=log_level
         )
         self.library = library
+        #: What the manifest calls the place the window was opened (default: its file:line).
+        self.where = where
         inprocess.prepare()  # a decorated function's kernels may load before its first call
         #: The last window's capture, once it is published.
         self.capture: Capture | None = None
@@ -80,8 +83,7 @@ class Window:
     def __enter__(self) -> Window:
         if self._open is not None:
             raise CaptureError("this window is already open", phase="window", hint="nest no window in itself")
-        where = _caller()
-        self._open = _Open.begin(self, where)
+        self._open = _Open.begin(self, self.where or _caller())
         return self
 
     def __exit__(self, kind: type | None, error: BaseException | None, tb: Any) -> None:

@@ -59,7 +59,9 @@ def for_terminal(stream: IO[str]) -> IO[str]:
 
 
 def rich_console(file: IO[str] | None = None, **options: Any):
-    """A rich console that reads no ``:emoji:`` codes (a name may hold ``:x:``)."""
+    """A rich console that reads no ``:emoji:`` codes (a name may hold ``:x:``) and writes to
+    its file even inside a Jupyter kernel (where rich would display instead)."""
     from rich.console import Console
 
+    options.setdefault("force_jupyter", False)
     return Console(file=file, emoji=False, **options)
