@@ -1,6 +1,6 @@
 """The package's layout is its architecture: stages import only from the stages below them.
 
-    model ← system ← {capture, decode, analysis} ← render ← pipeline ← cli
+    model ← system ← {capture, decode, analysis} ← render ← pipeline ← {cli, hosts}
 
 capture, decode and analysis stand side by side: each imports model and system only, never
 another of the three. Read from the source with ``ast`` (imports inside functions count
