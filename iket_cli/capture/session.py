@@ -13,7 +13,9 @@ The library links ``libcuda.so.1``: it loads only where a driver is installed.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,24 @@ class Settings:
         if self.cluster is not None:
             options.flags |= ENABLE_CLUSTER
             options.cluster_x, options.cluster_y, options.cluster_z = self.cluster
+
+
+#: The session library to load instead of run-iket's (a stand-in in the tests, a build of one's own).
+LIBRARY_ENV = "IKET_CLI_SESSION_LIBRARY"
+
+
+def find_library(given: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
+                 dsl_packages: str | Path | None = None) -> Path:  # fmt: skip
+    """The session library: ``given``, else ``$IKET_CLI_SESSION_LIBRARY``, else the one beside
+    run-iket (:func:`library_path`; for this Python's own libs-base where ``dsl_packages`` is None)."""
+    chosen = given or (os.environ if env is None else env).get(LIBRARY_ENV)
+    if chosen:
+        return Path(chosen)
+    if dsl_packages is None:
+        from ..system.toolchain import own_distribution
+
+        dsl_packages = own_distribution()[1]
+    return library_path(dsl_packages)
 
 
 def library_path(dsl_packages: str | Path | None) -> Path:

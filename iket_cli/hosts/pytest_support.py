@@ -37,10 +37,9 @@ REPORTED = ("count", "p50", "p90", "max")
 def unavailable(library: str | None = None) -> str | None:
     """Why no IKET session can run here (None: one can): the library's own load error."""
     from ..capture import session
-    from ..pipeline.window import _library
 
     try:
-        session.load(_library(library))
+        session.load(session.find_library(library))
     except IketError as error:
         return f"iket: no IKET session here: {error.message}"
     return None

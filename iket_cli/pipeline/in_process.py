@@ -42,10 +42,7 @@ def settings(plan: Plan) -> session.Settings:
 
 def library(plan: Plan) -> Path:
     """The session library: ``IKET_CLI_SESSION_LIBRARY``, else the one beside run-iket."""
-    from .window import LIBRARY_ENV
-
-    given = plan.env.get(LIBRARY_ENV)
-    return Path(given) if given else session.library_path(plan.tool.dsl_packages)
+    return session.find_library(env=plan.env, dsl_packages=plan.tool.dsl_packages)
 
 
 def run(

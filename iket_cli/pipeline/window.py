@@ -35,8 +35,6 @@ from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES, formats_for
 from ..system import fdsplit
 from .capture import Capture
 
-#: ``library=`` where none is given: this variable's path, else the one beside run-iket.
-LIBRARY_ENV = "IKET_CLI_SESSION_LIBRARY"
 DEFAULT_DIR = "iket-window"
 #: Windows opened in this process so far (``{n}`` in DIR).
 _numbers = itertools.count(1)
@@ -146,7 +144,7 @@ class _Open:
 
     def _start(self) -> None:
         remove_stale(self.output)
-        lib = session_mod.load(_library(self.owner.library))
+        lib = session_mod.load(session_mod.find_library(self.owner.library))
         inprocess.prepare()
         self.staging = Staging.create(self.output)
         self.staging.capture_dir.mkdir()
@@ -240,13 +238,3 @@ def _warn_half_precision() -> None:
             RuntimeWarning,
             stacklevel=4,
         )
-
-
-def _library(given: str | os.PathLike | None) -> Path:
-    if given is not None:
-        return Path(given)
-    if os.environ.get(LIBRARY_ENV):
-        return Path(os.environ[LIBRARY_ENV])
-    from ..system.toolchain import own_distribution
-
-    return session_mod.library_path(own_distribution()[1])
