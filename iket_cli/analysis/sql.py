@@ -35,9 +35,11 @@ def require():
     return duckdb
 
 
-def preload() -> None:
+def preload():
     """Import DuckDB in a thread while the traces load (not after them); a missing one is
-    reported by :func:`require` later, in one line."""
+    reported by :func:`require` later, in one line. The caller joins the thread before it
+    exits, whatever happened: an interpreter that ends while DuckDB's native code is being
+    loaded aborts (SIGABRT, seen when the traces' reading failed first)."""
     import contextlib
     import threading
 
@@ -45,7 +47,9 @@ def preload() -> None:
         with contextlib.suppress(ImportError):
             import duckdb  # noqa: F401
 
-    threading.Thread(target=load, daemon=True).start()
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    return thread
 
 
 def needed(query: str) -> tuple[str, ...]:

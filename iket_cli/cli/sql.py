@@ -37,8 +37,11 @@ def command(words: tuple[str, ...], fmt: str, schema: bool, allow_files: bool) -
     from ..render import results
 
     captures, query = _split(list(words), schema)
-    sql.preload()
-    tables = sql.gather(captures, sql.needed(query) if not schema else TABLE_NAMES)
+    loading = sql.preload()
+    try:
+        tables = sql.gather(captures, sql.needed(query) if not schema else TABLE_NAMES)
+    finally:
+        loading.join()
     if schema:
         sys.stdout.write(sql.schema(tables) + "\n")
         return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,28 @@ def test_a_folder_exported_before_the_flows_and_stages_tables_is_still_read(tmp_
         "sql", tmp_path / "t", "SELECT count(*) AS n FROM flows", "--format", "csv", cwd=tmp_path
     )
     assert empty.code == 0 and empty.stdout.splitlines()[1] == "0", empty
+
+
+def test_a_missing_extra_under_load_is_always_the_one_line_error(tmp_path):
+    """DuckDB is imported in a thread while the traces load; an exit while it loads (pyarrow
+    missing, found first) ended some runs with status 1 or SIGABRT under load. The thread is
+    joined now: every run says the one line, exit 2."""
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocked = tmp_path / "blocked" / "pyarrow"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('no pyarrow here')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocked.parent)}
+    argv = [sys.executable, "-m", "iket_cli", "sql", str(FIXTURES / "affine"), "SELECT 1"]
+
+    def once(_):
+        return subprocess.run(
+            argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60
+        )
+
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(once, range(16)))
+    assert [r.returncode for r in runs] == [2] * 16, [r.stderr[-300:] for r in runs if r.returncode != 2][:2]
+    assert all("Traceback" not in r.stderr and "terminate" not in r.stderr for r in runs)
