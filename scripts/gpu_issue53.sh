@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Issue 53 on the GPU: iket's pytest plugin on examples/test_kernel.py (gates, fixture, baseline,
+# a slowed kernel) and examples/notebook.ipynb's cells in an IPython shell.
+#   source .gpu/gpu-env.sh; bash scripts/gpu_issue53.sh      (carry .gpu and .wheels53: pytest, IPython)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/iket-gpu-out}; w=/tmp/iket53; rm -rf "$w"; mkdir -p "$w" "$out"
+python3 -m pip install -q --no-deps --no-index --target /tmp/py53 .wheels53/*.whl 2>&1 | tail -2
+export PYTHONPATH=/tmp/py53:$PWD/examples:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+run_pytest() { python3 -m pytest -c /dev/null --rootdir "$PWD" -p iket_pytest -p no:cacheprovider examples/test_kernel.py "$@"; }
+run_pytest --iket "$w/caps" -rA --junitxml "$w/junit.xml" 2>&1 | tail -25; echo "pytest --iket: exit ${PIPESTATUS[0]}"
+grep -o 'name="iket[^/]*' "$w/junit.xml" | head -8
+run_pytest --iket-baseline "$w/caps" -k fast_enough 2>&1 | tail -3; echo "baseline, same kernel: exit ${PIPESTATUS[0]}"
+IKET_EXAMPLE_SLOW=1 run_pytest --iket-baseline "$w/caps" -k fast_enough 2>&1 | tail -25; echo "baseline, slowed kernel: exit ${PIPESTATUS[0]}"
+timeout 300 python3 scripts/gpu_notebook.py examples/notebook.ipynb "$w/nb" 2>&1 | grep -E "^CELL|Error|error" | cut -c1-700
+echo "GPU compute apps left: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')]"
+tar cJf "$out/gpu-issue53.tar.xz" -C "$w" --exclude='*.pftrace*' --exclude='*.html' . 2>/dev/null
+true
