@@ -83,12 +83,23 @@ def _event(ts: int, kind: int, uuid: int, name: bytes, annotations: bytes = b"")
     """One TrackEvent packet: ``timestamp``, ``trusted_packet_sequence_id``, the event
     (``debug_annotations``, ``type``, ``track_uuid``, ``name``), as NVIDIA's export orders them."""
     body = annotations + _tail(kind, uuid, name)
-    inner = b"\x40" + _varint(ts) + _SEQUENCE + b"\x5a" + _length(len(body)) + body
+    inner = b"\x40" + _timestamp(ts) + _SEQUENCE + b"\x5a" + _length(len(body)) + body
     return b"\x0a" + _length(len(inner)) + inner
 
 
 #: ``trusted_packet_sequence_id`` (field 10) of every packet.
 _SEQUENCE = _int(10, SEQUENCE)
+
+
+def _timestamp(ts: int) -> bytes:
+    """A timestamp's varint: GPU timestamps (ns since the epoch, 2**56 to 2**63) take nine
+    bytes, spelled out at once; any other value the general way."""
+    if not (1 << 56) <= ts < (1 << 63):
+        return _varint(ts)
+    return bytes(
+        (ts & 127 | 128, ts >> 7 & 127 | 128, ts >> 14 & 127 | 128, ts >> 21 & 127 | 128,
+         ts >> 28 & 127 | 128, ts >> 35 & 127 | 128, ts >> 42 & 127 | 128, ts >> 49 & 127 | 128, ts >> 56)
+    )  # fmt: skip
 
 
 def _length(size: int) -> bytes:
