@@ -194,3 +194,16 @@ def test_modules_the_session_could_not_inspect_are_summed_up_not_listed(work, li
     assert done.code == 0 and "IKET skipped 3 CUDA module(s) it could not inspect" in done.stderr, done
     assert "could not inspect a CUDA module" not in done.stderr + done.stdout
     assert (work / "out" / "iket.log").read_text().count("could not inspect a CUDA module") == 3
+
+
+def test_one_pass_gives_each_python_process_its_own_window(work, library):
+    (work / "spawns.py").write_text(
+        "import subprocess, sys\n"
+        "for i in range(2):\n"
+        "    subprocess.run([sys.executable, '-c', 'print(\"child\", flush=True)'], check=True)\n"
+    )
+    done = run_iket("profile", "spawns.py", "--one-pass", "-o", "out", cwd=work, env=session_env(library))
+    assert done.code == 0 and done.stdout.count("child") == 2, done
+    record = manifest.read(work / "out")
+    assert record["window"]["processes"] == 3 and len(record["processes"]) == 3  # the parent and 2 children
+    assert len({p["pid_hex"] for p in record["processes"]}) == 3
