@@ -207,3 +207,12 @@ def test_one_pass_gives_each_python_process_its_own_window(work, library):
     record = manifest.read(work / "out")
     assert record["window"]["processes"] == 3 and len(record["processes"]) == 3  # the parent and 2 children
     assert len({p["pid_hex"] for p in record["processes"]}) == 3
+
+
+def test_a_library_that_cannot_load_in_the_workload_is_said_not_a_traceback(work, library):
+    env = session_env(library, IKET_DOUBLE_VERSION="2")  # ABI 2.0: refused as the window opens
+    done = run_iket("profile", "work.py", *W, "2", "-o", "out", cwd=work, env=env)
+    assert (
+        done.code == 1 and "IKET's in-process session failed: " in done.stderr and "ABI 2.0" in done.stderr
+    ), done
+    assert "Traceback" not in done.stderr + done.stdout

@@ -63,11 +63,10 @@ class Windower:
         from iket_cli.capture import inprocess, session
 
         inprocess.synchronize()
-        settings = session.Settings(**self.spec["settings"])
-        lib = session.load(Path(self.spec["library"]))
         try:
-            self.session = session.Session(lib, settings).start()
-        except Exception as error:  # the library refused: the CLI says so, the run ends here
+            lib = session.load(Path(self.spec["library"]))
+            self.session = session.Session(lib, session.Settings(**self.spec["settings"])).start()
+        except Exception as error:  # no library, or it refused: the CLI says so, the run ends here
             self.refused(error)
         self.state["open"] = number
         self.write()
