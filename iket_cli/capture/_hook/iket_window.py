@@ -125,9 +125,7 @@ def install():
 
     inprocess.prepare()
     windower = Windower(spec)
-    import atexit
-
-    atexit.register(windower.at_exit)
+    _at_exit_first(windower.at_exit)
     if spec.get("one_pass"):
         if _claim_process(spec):
             windower.owner = True
@@ -143,6 +141,21 @@ def install():
     if name in sys.modules:
         action(sys.modules[name])
     sys.meta_path.insert(0, _Watch({name}, action))
+
+
+def _at_exit_first(callback):
+    """Run ``callback`` as the interpreter ends, before the ``atexit`` handlers of the libraries
+    the workload imported (they run last-registered first, and this hook registers before any
+    of them): a library that unloads its CUDA modules at exit must find the session stopped.
+    ``threading``'s exit callbacks run before ``atexit``'s; where they are missing, ``atexit``."""
+    import threading
+
+    try:
+        threading._register_atexit(callback)
+    except (AttributeError, RuntimeError):
+        import atexit
+
+        atexit.register(callback)
 
 
 def _claim_process(spec):
