@@ -2,6 +2,9 @@
 # Issue 53 on the GPU: iket's pytest plugin on examples/test_kernel.py (gates, fixture, baseline,
 # a slowed kernel) and examples/notebook.ipynb's cells in an IPython shell.
 #   source .gpu/gpu-env.sh; bash scripts/gpu_issue53.sh      (carry .gpu and .wheels53: pytest, IPython)
+# .wheels53 (4 MB, ignored): pip download --only-binary=:all: --python-version 3.12 \
+#   --platform manylinux2014_x86_64 -d .wheels53 pytest ipython, then rm .wheels53/{jedi,parso}-*
+#   (IPython runs without them; the .gpu stack takes 47 of the 64 MiB a call carries)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/iket-gpu-out}; w=/tmp/iket53; rm -rf "$w"; mkdir -p "$w" "$out"
