@@ -41,6 +41,8 @@ RESULTS = {
     13: "IO_ERROR",
     14: "INTERNAL_ERROR",
 }
+#: ``OptionsInit``'s budget of timestamps per warp (H100, run-iket 4.8.1), in effect unless set.
+DEFAULT_MAX_TS = 256
 #: ``flags``: trace one cluster, keep buffers on the device until Stop, warp lifetimes only.
 ENABLE_CLUSTER, DEFER_TRACE_READBACK, WARP_LIFETIME_ONLY = 1, 2, 4
 #: ``log_level`` values, by run-iket's names (vocab.LOG_LEVELS).

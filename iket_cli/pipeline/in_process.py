@@ -88,7 +88,9 @@ def judged(plan: Plan, staging: Staging, transcript: Transcript) -> Completeness
     lines = _injection_lines(staging.log_path)
     found = Completeness()
     for path in sorted(staging.capture_dir.glob("iket_pid_*.trace.json")):
-        one = judge.of_window(trace_mod.load(path), lines, level)
+        one = judge.of_window(
+            trace_mod.load(path), lines, level, plan.options.max_ts_cnt_per_warp or session.DEFAULT_MAX_TS
+        )
         found.losses += [loss for loss in one.losses if loss not in found.losses]
         found.checked = list(dict.fromkeys([*found.checked, *one.checked]))
         found.unchecked = [u for u in one.unchecked if u not in found.unchecked] + found.unchecked

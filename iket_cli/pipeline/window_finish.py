@@ -39,7 +39,8 @@ def finished(opened: _Open, trace: Path) -> dict[str, Any]:
     trace_exports.compact(trace)
     loaded = trace_mod.load(trace)
     lines = _log_lines(capture)
-    found = judge.of_window(loaded, lines, opened.owner.settings.log_level)
+    budget = (opened.session.applied if opened.session else {}).get("max_ts_cnt_per_warp")
+    found = judge.of_window(loaded, lines, opened.owner.settings.log_level, budget)
     opened.skipped = injection_log.read_lines(lines).skipped_modules
     del loaded
     trace_exports.write(capture, formats)

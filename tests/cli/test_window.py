@@ -216,3 +216,18 @@ def test_a_library_that_cannot_load_in_the_workload_is_said_not_a_traceback(work
         done.code == 1 and "IKET's in-process session failed: " in done.stderr and "ABI 2.0" in done.stderr
     ), done
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_a_budget_loss_in_one_pass_says_the_budget_and_how_to_raise_it(work, library):
+    env = session_env(library, trace="budget1")
+    done = run_iket(
+        "profile", "work.py", "--one-pass", "--max-ts-cnt-per-warp", "1", "-o", "out", cwd=work, env=env
+    )
+    assert done.code == 0, done
+    assert "INCOMPLETE: 1 launch of profiled_affine_kernel recorded nothing" in done.stderr
+    assert "raise the budget of 1 timestamps per warp, e.g. --max-ts-cnt-per-warp 2" in done.stderr
+    (loss,) = manifest.read(work / "out")["completeness"]["losses"]
+    assert (loss["cause"], loss["budget"]) == ("budget", 1)
+    tight = ["--one-pass", "--max-ts-cnt-per-warp", "1", "--strict"]
+    strict = run_iket("profile", "work.py", *tight, "-o", "out2", cwd=work, env=env)
+    assert strict.code == 1 and (work / "out2" / "manifest.json").is_file(), strict  # published, incomplete

@@ -175,6 +175,9 @@ def test_a_window_that_lost_records_says_so(tmp_path, library):
     assert done.returncode == 0 and done.stdout.strip() == "budget", done.stderr
     record = manifest.read(tmp_path / "out")
     assert record["completeness"]["complete"] is False and record["window"]["max_ts_cnt_per_warp"] == 1
+    (loss,) = record["completeness"]["losses"]
+    assert loss["budget"] == 1 and "raise the budget of 1 timestamps per warp" in loss["fix"]
+    assert "max_ts_cnt_per_warp=2 in iket_cli.window" in loss["fix"]
     shown = run_iket("show", tmp_path / "out", cwd=tmp_path)
     assert "INCOMPLETE" in shown.stdout + shown.stderr, shown
 
