@@ -95,6 +95,10 @@ def test_a_child_without_environment_dies_with_a_killed_cli(harness):
     started.proc.kill()
     started.finish()
     assert wait_gone(helper) == [], "the helper outlived the CLI and its watchdog"
+    # the watchdog stops the processes, then keeps the evidence: on a slow machine, a moment later
+    deadline = time.monotonic() + 20
+    while not (harness.work / "cap.failed" / "manifest.json").is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert manifest.read(harness.work / "cap.failed")["error"]["type"] == "CaptureKilled"
 
 
