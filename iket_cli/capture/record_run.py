@@ -61,29 +61,46 @@ def run_record(
         if watch and read_index(folder).get("complete"):
             stop.set()  # the recording process has ended itself: the rest of the tree goes
 
+    returncode, tail, seconds = run_once(
+        record.workload_argv(python), env=run_env, cwd=cwd, on_line=on_line, deadline=deadline,
+        limit_s=limit_s, stop=stop, cancel=cancel, on_tick=tick, phase="record", said=lambda: "",
+    )  # fmt: skip
+    return _outcome(extract, folder, returncode, tail, seconds)
+
+
+def run_once(
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    on_line: Any,
+    deadline: float | None,
+    limit_s: float | None,
+    stop: threading.Event,
+    cancel: threading.Event | None,
+    on_tick: Any,
+    phase: str,
+    said: Any,
+) -> tuple[int, list, float]:
+    """The workload once without run-iket (``--extract``'s record run, ``--window``'s run):
+    its exit status, last lines and seconds. Stopped by iket (``stop``: what was wanted is
+    saved), it counts as a success; a timeout or an interrupt is raised, named after ``phase``
+    with ``said()`` appended (where the run was)."""
     start = time.monotonic()
     timeout = None if deadline is None else max(deadline - start, 0.001)
     try:
         done = runner.run_streaming(
-            record.workload_argv(python),
-            env=run_env,
-            cwd=cwd,
-            on_line=on_line,
-            timeout=timeout,
-            limit_s=limit_s,
-            stop=stop,
-            cancel=cancel,
-            on_tick=tick,
-        )
+            argv, env=env, cwd=cwd, on_line=on_line, timeout=timeout, limit_s=limit_s, stop=stop,
+            cancel=cancel, on_tick=on_tick,
+        )  # fmt: skip
         returncode, tail = done.returncode, done.tail
     except runner.Stopped as stopped:
         returncode, tail = 0, stopped.tail
     except (CaptureTimeout, CaptureInterrupted) as error:
-        error.message = f"the record run: {error.message}"
-        error.phase = "record"
+        error.message = f"the {phase} run: {error.message}{said()}"
+        error.phase = phase
         raise
-    seconds = round(time.monotonic() - start, 3)
-    return _outcome(extract, folder, returncode, tail, seconds)
+    return returncode, tail, round(time.monotonic() - start, 3)
 
 
 def _outcome(extract: Extract, folder: Path, returncode: int, tail: list, seconds: float) -> dict[str, Any]:

@@ -15,19 +15,19 @@ import json
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout
+from ..errors import CaptureError
 from ..model import jsonio
 from ..model.artifacts import count_keys
 from ..model.vocab import PROCS_NAME
-from ..system import runner, tree
+from ..system import tree
 from ._hook.iket_saved import WINDOW_SPEC_ENV as SPEC_ENV
 from ._hook.iket_saved import WINDOW_STATE as STATE
 from .extract import Extract
 from .hook import hook_env
+from .record_run import run_once
 from .runiket import is_injection_line, last_lines
 from .session import Settings
 from .staging import Staging
@@ -93,21 +93,10 @@ def run(
         if watch and (_state(folder).get("closed") is not None):
             stop.set()  # the window is saved: the rest of the run is not wanted
 
-    start = time.monotonic()
-    timeout = None if deadline is None else max(deadline - start, 0.001)
-    try:
-        done = runner.run_streaming(
-            target.workload_argv(python), env=run_env, cwd=cwd, on_line=on_line, timeout=timeout,
-            limit_s=limit_s, stop=stop, cancel=cancel, on_tick=tick,
-        )  # fmt: skip
-        returncode, tail = done.returncode, done.tail
-    except runner.Stopped as stopped:
-        returncode, tail = 0, stopped.tail
-    except (CaptureTimeout, CaptureInterrupted) as error:
-        error.message = f"the window run: {error.message}{_inside(folder)}"
-        error.phase = "window"
-        raise
-    seconds = round(time.monotonic() - start, 3)
+    returncode, tail, seconds = run_once(
+        target.workload_argv(python), env=run_env, cwd=cwd, on_line=on_line, deadline=deadline,
+        limit_s=limit_s, stop=stop, cancel=cancel, on_tick=tick, phase="window", said=lambda: _inside(folder),
+    )  # fmt: skip
     return _outcome(the_spec, folder, returncode, tail, seconds)
 
 

@@ -145,7 +145,6 @@ class _Open:
     def _start(self) -> None:
         remove_stale(self.output)
         lib = session_mod.load(session_mod.find_library(self.owner.library))
-        inprocess.prepare()
         self.staging = Staging.create(self.output)
         self.staging.capture_dir.mkdir()
         _warn_half_precision()

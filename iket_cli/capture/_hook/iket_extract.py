@@ -254,10 +254,9 @@ def _module_matches(module, spec):
         return False
 
 
-def install():
-    """Set up the record run in this process (called by the start-up hook)."""
-    spec = json.loads(os.environ[SPEC_ENV])  # before FUNC is wrapped: json may be FUNC's module
-    recorder = Recorder(spec)
+def wrap_when_loaded(spec, recorder):
+    """Wrap FUNC (``spec``'s module and qualname) for ``recorder`` now if its module has run,
+    else the moment it does (``--extract``'s record run, ``--window``'s run)."""
     target = spec["module"]
     name = os.path.splitext(os.path.basename(target))[0] if target.endswith(".py") else target
 
@@ -268,6 +267,13 @@ def install():
     if name in sys.modules:
         action(sys.modules[name])
     sys.meta_path.insert(0, _Watch({name}, action))
+
+
+def install():
+    """Set up the record run in this process (called by the start-up hook)."""
+    spec = json.loads(os.environ[SPEC_ENV])  # before FUNC is wrapped: json may be FUNC's module
+    recorder = Recorder(spec)
+    wrap_when_loaded(spec, recorder)
     sys.meta_path.insert(0, _Watch({TIRX_IKET}, plain))
     import atexit
 

@@ -2,7 +2,7 @@
 session around FUNC's chosen calls, or around the whole process. No run-iket.
 
 The start-up hook (``sitecustomize``) calls :func:`install` when ``IKET_CLI_WINDOW`` holds a
-JSON spec. ``--window``: FUNC is wrapped as ``--extract`` wraps it (``iket_extract.wrap``);
+JSON spec. ``--window``: FUNC is wrapped as ``--extract`` wraps it (``iket_extract.wrap_when_loaded``);
 the session starts as the first chosen call begins and stops as the last one ends (calls
 ``A-B``: one window from the start of A to the end of B), its trace saved into the spec's
 folder, then the process ends unless ``stop`` is false. ``--one-pass``: the session starts
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from iket_extract import _claim, _module_matches, _stop, _Watch, wrap
+from iket_extract import _claim, _stop, wrap_when_loaded
 from iket_saved import WINDOW_SPEC_ENV as SPEC_ENV
 from iket_saved import WINDOW_STATE as STATE
 from iket_saved import write_json
@@ -131,16 +131,7 @@ def install():
             windower.owner = True
             windower.open(0)
         return
-    target = spec["module"]
-    name = os.path.splitext(os.path.basename(target))[0] if target.endswith(".py") else target
-
-    def action(module):
-        if _module_matches(module, spec):
-            wrap(module, spec["qualname"], windower)
-
-    if name in sys.modules:
-        action(sys.modules[name])
-    sys.meta_path.insert(0, _Watch({name}, action))
+    wrap_when_loaded(spec, windower)
 
 
 def _at_exit_first(callback):
