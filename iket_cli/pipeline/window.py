@@ -34,6 +34,7 @@ from ..errors import CaptureError, IketError, UsageError
 from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES, formats_for
 from ..system import fdsplit
 from .capture import Capture
+from .window_finish import Closed, evidence, finished
 
 DEFAULT_DIR = "iket-window"
 #: Windows opened in this process so far (``{n}`` in DIR).
@@ -125,8 +126,6 @@ class _Open:
         self.session: session_mod.Session | None = None
         self.splits: list[fdsplit.Split] = []
         self.window_s: float | None = None
-        #: CUDA modules the session could not inspect (its log says so of each).
-        self.skipped = 0
 
     @classmethod
     def begin(cls, owner: Window, where: str) -> _Open:
@@ -190,18 +189,28 @@ class _Open:
                     self._unsplit()
         return trace
 
-    def _publish(self, trace: Path) -> Capture:
-        from .window_finish import finished
-
+    def _closed(self) -> Closed:
         assert self.staging is not None
-        record = finished(self, trace)
+        return Closed(
+            staging=self.staging,
+            number=self.number,
+            where=self.where,
+            started_at=self.started_at,
+            t0=self.t0,
+            window_s=self.window_s,
+            formats=tuple(self.owner.formats),
+            log_level=self.owner.settings.log_level,
+            applied=dict(self.session.applied) if self.session is not None else {},
+        )
+
+    def _publish(self, trace: Path) -> Capture:
+        record = finished(self._closed(), trace)
+        assert self.staging is not None
         return Capture(self.staging.publish(), record)
 
     def _keep_evidence(self, error: BaseException) -> None:
-        from .window_finish import evidence
-
+        evidence(self._closed(), error)
         assert self.staging is not None
-        evidence(self, error)
         self.staging.fail()
 
     def _unsplit(self) -> None:

@@ -9,6 +9,7 @@ tracker pass) and the manifest, whose ``window`` says where the window was and w
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,25 +27,39 @@ from .finish import finish
 from .publish import missing_artifacts
 
 if TYPE_CHECKING:
-    from .window import _Open
+    from ..capture.staging import Staging
 
 
-def finished(opened: _Open, trace: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Closed:
+    """What finishing a window needs to know of it, once its session has stopped."""
+
+    staging: Staging
+    number: int
+    where: str
+    started_at: datetime
+    t0: float
+    #: Seconds from the session's start to its stop (None: it never stopped).
+    window_s: float | None
+    formats: tuple[str, ...]
+    log_level: str
+    #: The settings the session applied (its budget among them); empty if it never started.
+    applied: dict[str, Any] = field(default_factory=dict)
+
+
+def finished(closed: Closed, trace: Path) -> dict[str, Any]:
     """Export, lint, report and write the manifest in the staging folder; the manifest."""
-    staging = opened.staging
-    assert staging is not None
-    capture = staging.finalize()
-    formats = opened.owner.formats
+    capture = closed.staging.finalize()
+    formats = closed.formats
     start = time.monotonic()
     trace_exports.compact(trace)
     loaded = trace_mod.load(trace)
     lines = _log_lines(capture)
-    budget = (opened.session.applied if opened.session else {}).get("max_ts_cnt_per_warp")
-    found = judge.of_window(loaded, lines, opened.owner.settings.log_level, budget)
-    opened.skipped = injection_log.read_lines(lines).skipped_modules
+    budget = closed.applied.get("max_ts_cnt_per_warp")
+    found = judge.of_window(loaded, lines, closed.log_level, budget)
     del loaded
     trace_exports.write(capture, formats)
-    draft = _record(opened, Status.OK, artifacts.scan_processes(capture), found.to_dict())
+    draft = _record(closed, Status.OK, artifacts.scan_processes(capture), found.to_dict())
     try:
         done = finish(
             capture, draft, formats, kept=frozenset({trace.name}) if "json" in formats else frozenset()
@@ -55,7 +70,7 @@ def finished(opened: _Open, trace: Path) -> dict[str, Any]:
     if missing:
         raise CaptureError(missing, phase="postprocess")
     record = _record(
-        opened, Status.OK, done.processes, found.to_dict(), postprocess_s=time.monotonic() - start
+        closed, Status.OK, done.processes, found.to_dict(), postprocess_s=time.monotonic() - start
     )
     if done.lint is not None:
         record["lint"] = done.lint
@@ -63,11 +78,9 @@ def finished(opened: _Open, trace: Path) -> dict[str, Any]:
     return record
 
 
-def evidence(opened: _Open, error: BaseException) -> None:
+def evidence(closed: Closed, error: BaseException) -> None:
     """The manifest of a window whose block raised: what it saved, and the error."""
-    staging = opened.staging
-    assert staging is not None
-    capture = staging.finalize()
+    capture = closed.staging.finalize()
     failure = error if isinstance(error, IketError) else CaptureError(
         f"the window's block raised {type(error).__name__}: {error}",
         phase="window",
@@ -75,12 +88,12 @@ def evidence(opened: _Open, error: BaseException) -> None:
     )  # fmt: skip
     status = Status.INTERRUPTED if isinstance(error, KeyboardInterrupt) else Status.FAILED
     manifest_mod.write(
-        capture, _record(opened, status, artifacts.scan_processes(capture), None, error=failure)
+        capture, _record(closed, status, artifacts.scan_processes(capture), None, error=failure)
     )
 
 
 def _record(
-    opened: _Open,
+    closed: Closed,
     status: str,
     processes: list[dict[str, Any]],
     completeness: dict[str, Any] | None,
@@ -90,32 +103,36 @@ def _record(
 ) -> dict[str, Any]:
     from ..system.toolchain import own_distribution
 
-    owner = opened.owner
     finished_at = datetime.now(timezone.utc)
     return record_mod.build(
         status=status,
-        target={"kind": "window", "spec": opened.where, "args": [], "display": f"window at {opened.where}"},
+        target={"kind": "window", "spec": closed.where, "args": [], "display": f"window at {closed.where}"},
         cwd=str(Path.cwd()),
-        started_at=opened.started_at,
+        started_at=closed.started_at,
         finished_at=finished_at,
-        duration_s=round(time.monotonic() - opened.t0, 3),
+        duration_s=round(time.monotonic() - closed.t0, 3),
         versions=versions(own_distribution()[0], []),
-        postprocess=[f for f in FORMATS if f in owner.formats],
+        postprocess=[f for f in FORMATS if f in closed.formats],
         processes=processes,
         keep=False,
         error=error,
         phases={
-            "window": opened.window_s,
+            "window": closed.window_s,
             "postprocess": None if postprocess_s is None else round(postprocess_s, 3),
         },
         completeness=completeness,
         window={
-            "number": opened.number,
-            "where": opened.where,
-            **(opened.session.applied if opened.session else {}),
-            "skipped_modules": opened.skipped,
+            "number": closed.number,
+            "where": closed.where,
+            **closed.applied,
+            "skipped_modules": _skipped(closed),
         },
     )
+
+
+def _skipped(closed: Closed) -> int:
+    """CUDA modules the session could not inspect (its log says so of each)."""
+    return injection_log.read_lines(_log_lines(closed.staging.capture_dir)).skipped_modules
 
 
 def _log_lines(capture: Path) -> list[str]:
