@@ -4,7 +4,7 @@
 
 keep256's second launch is exported alone (as a worker of the split export does) and its
 events moved past the first launch's tracks, as the join plans it: by
-``decode.split.pftrace_events.moved`` (numpy, the whole part) and by a packet-by-packet
+``decode.split.perfetto.events.moved`` (numpy, the whole part) and by a packet-by-packet
 rewrite with ``model.pftrace``'s walker (the first ``--walker-mb`` MB of the part, scaled).
 Both give the same bytes (checked on the walker's share). Prints MB/s of each and the ratio.
 """
@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from iket_cli.decode import decoder  # noqa: E402
-from iket_cli.decode.split import join, pftrace_events  # noqa: E402
+from iket_cli.decode.split import launches as join  # noqa: E402
+from iket_cli.decode.split.perfetto import events as pftrace_events  # noqa: E402
 from iket_cli.model import pftrace as P  # noqa: E402
 
 

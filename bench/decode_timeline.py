@@ -48,8 +48,13 @@ def _timed(owner, name: str, kind: str, label) -> None:
 
 
 def _instrument() -> None:
-    from iket_cli.decode import json_split, pftrace_split, workers
-    from iket_cli.decode.split import columns, join, pftrace_join, plan, stitch
+    from iket_cli.decode import schedule as plan
+    from iket_cli.decode import workers
+    from iket_cli.decode.split.json import columns, stitch
+    from iket_cli.decode.split.json import export as json_split
+    from iket_cli.decode.split.json import merge as join
+    from iket_cli.decode.split.perfetto import export as pftrace_split
+    from iket_cli.decode.split.perfetto import join as pftrace_join
     from iket_cli.pipeline import finish
 
     def unit(args) -> str:

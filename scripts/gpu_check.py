@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.decode.split import chunks, join
+from iket_cli.decode.split import chunks
+from iket_cli.decode.split import launches as join
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "examples"  # the workloads that made tests/fixtures/{affine,multi,spawn}

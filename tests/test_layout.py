@@ -150,3 +150,99 @@ def test_every_stage_says_its_concern():
 @pytest.mark.parametrize("name", STANDALONE)
 def test_standalone_scripts_import_nothing_of_iket(name):
     assert imported(PACKAGE / name) == []
+
+
+def module_of(parts: list[str]) -> str | None:
+    """The module file (dotted below ``iket_cli``) that ``parts`` names, or None (not iket's)."""
+    while parts:
+        base = PACKAGE.joinpath(*parts)
+        if base.with_suffix(".py").is_file():
+            return ".".join(parts)
+        if (base / "__init__.py").is_file():
+            return ".".join([*parts, "__init__"])
+        parts = parts[:-1]  # a name defined in a module
+    return None
+
+
+def edges(path: Path, source: str | None = None) -> set[str]:
+    """The modules ``path`` imports, each ``from M import a, b`` also read as the submodules
+    ``M.a`` and ``M.b`` where they are modules (TYPE_CHECKING imports count: they tie the
+    code as surely)."""
+    text = path.read_text(encoding="utf-8") if source is None else source
+    package = dotted(path) if path.name == "__init__.py" else dotted(path)[:-1]
+    found = {module_of(target) for _, target in imported(path, source)}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            for alias in node.names:
+                sub = [*base, *node.module.split("."), alias.name]
+                if PACKAGE.joinpath(*sub).with_suffix(".py").is_file():
+                    found.add(".".join(sub))
+    return {name for name in found if name}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    top = stack.pop()
+                    on.discard(top)
+                    group.append(top)
+                    if top == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def graph_of(planted: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """Every module's imports of iket's modules; ``planted``: sources read instead of the files."""
+    planted = planted or {}
+    graph = {}
+    for path in modules():
+        name = ".".join(dotted(path) + (["__init__"] if path.name == "__init__.py" else []))
+        graph[name] = edges(path, planted.get(name)) - {name}
+    return graph
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    """Within a stage too: a circle (TYPE_CHECKING imports included) makes two modules one
+    concern that reads as two."""
+    found = circles(graph_of())
+    assert found == [], "modules that import each other in a circle:\n" + "\n".join(map(" <-> ".join, found))
+
+
+def test_the_circle_check_sees_a_planted_circle():
+    """A lazy import of the pool from the decoder closes a circle (the pool imports the decoder)."""
+    source = (PACKAGE / "decode" / "decoder.py").read_text(encoding="utf-8")
+    planted = source + "\n\ndef _planted():\n    from .pool import run\n"
+    found = circles(graph_of({"decode.decoder": planted}))
+    assert any({"decode.decoder", "decode.pool"} <= set(group) for group in found), found

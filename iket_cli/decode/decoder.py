@@ -1,10 +1,10 @@
 """One decode: a raw capture through NVIDIA's ``RawCaptureDecoder`` into run-iket's artifacts.
 
 The JSON is byte-for-byte what run-iket writes (several launches: exported launch by
-launch and merged, see :mod:`.split.join`); a part of a split Perfetto export is spooled
-with what its join needs (:mod:`.split.pftrace_parts`); the ``.pftrace.gz`` uses gzip level 6 (same
-size as run-iket's level 9, a tenth of the time) and a zero timestamp, so it is
-reproducible. Every file is written under a temporary name and renamed into place.
+launch and merged by the JSON wing, :mod:`.split`); a part of a split export is exported
+by its wing; the ``.pftrace.gz`` uses gzip level 6 (same size as run-iket's level 9, a
+tenth of the time) and a zero timestamp, so it is reproducible. Every file is written
+under a temporary name and renamed into place.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..model.vocab import JSON_EXPORT
-from .split import join
-from .tasks import Outcome, Task, columns_name, pftrace_beside
+from ..system.filesystem import write_slices
+from . import split
+from .tasks import Outcome, Task
 
 if TYPE_CHECKING:
-    from .split.pftrace_parts import Part
+    from typing import Any
 
 GZIP_LEVEL = 6
 
@@ -32,7 +33,7 @@ def preload() -> None:
     module's import: the CLI that only hands a split export to its workers has no use for
     numpy (docs/benchmarks.md, "The Perfetto export's moves, and less to start")."""
     available()
-    from .split import columns, pftrace_parts  # noqa: F401
+    split.preload()
 
 
 def available() -> bool:
@@ -59,10 +60,10 @@ def decoder_class():
     return RawCaptureDecoder
 
 
-def decode(task: Task, hold: Callable[[str, Part], None] | None = None) -> Outcome:
+def decode(task: Task, hold: Callable[[str, Any], None] | None = None) -> Outcome:
     """Decode one task in this process (its inputs already checked by ``tasks.missing_input``).
-    ``hold``: given a part of a split Perfetto export (its spool's name and the part), to keep
-    it in this process for its move, instead of spooling it to files."""
+    ``hold``: given a part of a split export (its spool's name and the part), to keep it in
+    this process for its move, where its wing keeps parts, instead of spooling it to files."""
     start = time.monotonic()
     try:
         written = _export(task, hold)
@@ -85,28 +86,18 @@ def temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp")
 
 
-def _export(task: Task, hold: Callable[[str, Part], None] | None = None) -> list[str]:
+def _export(task: Task, hold: Callable[[str, Any], None] | None = None) -> list[str]:
     decoder_cls = decoder_class()
-    if task.export == JSON_EXPORT and not task.part:
+    if not task.part:
         out = task.out_dir / task.outputs()[0]
         tmp = temporary(out)
-        if join.export_json(task.raw, tmp, decoder_cls):  # by launches: much faster
+        if split.wing(task.export).export_whole(task.raw, tmp, decoder_cls):  # by launches: faster
             os.replace(tmp, out)
             return [out.name]
     decoder = decoder_cls(str(task.raw))
     try:
-        if task.part and task.export == JSON_EXPORT:
-            return _export_part(task, decoder)
-        if task.part:  # a launch, or a chunk of one, of a split Perfetto export
-            from .split import pftrace_parts
-
-            spooled = task.out_dir / task.outputs()[0]
-            part = pftrace_parts.exported(decoder, chunk=bool(task.chunk))
-            if hold is not None:
-                hold(str(spooled), part)
-            else:
-                pftrace_parts.spool(part, spooled, *pftrace_beside(spooled))
-            return task.outputs()
+        if task.part:  # a launch, or a chunk of one, of a split export
+            return split.wing(task.export).export_part(task, decoder, hold)
         if task.export == JSON_EXPORT:
             text = decoder.export_decoded_json()
             decoder.close()
@@ -115,19 +106,6 @@ def _export(task: Task, hold: Callable[[str, Part], None] | None = None) -> list
     finally:
         decoder.close()
     return _write_perfetto(task, trace)
-
-
-def _export_part(task: Task, decoder) -> list[str]:
-    """One launch of a split JSON export, or a chunk of one: spooled with what the merge
-    and the report will need of it (its indices, which a chunk's stitch needs whatever its
-    launch; its columns, when the report reads the trace back)."""
-    from .split import columns
-
-    spooled = task.out_dir / task.outputs()[0]
-    join.spool(decoder, spooled, find_indices=task.part[0] > 0 or task.chunk is not None)
-    if columns.wanted(task.formats):
-        columns.keep(spooled, spooled.with_name(columns_name(spooled.name)))
-    return task.outputs()
 
 
 def _write_perfetto(task: Task, trace: bytes) -> list[str]:
@@ -144,7 +122,7 @@ def _write_text(path: Path, text: str) -> str:
     """Write ``text`` as UTF-8 in slices (atomically), as run-iket's ``write_text`` would."""
     tmp = temporary(path)
     with open(tmp, "w", encoding="utf-8") as handle:
-        join.write_slices(handle, text)
+        write_slices(handle, text)
     os.replace(tmp, path)
     return path.name
 

@@ -4,11 +4,13 @@ run-iket decodes one process after another, one format after another, on one cor
 tasks run in parallel, each small one in a fork of this process and each large one in a worker
 process of its own (:mod:`.workers`), so a decoder that crashes on a corrupt capture fails that
 task alone, never the CLI. A big process's JSON and Perfetto exports are split by launches
-and CTA chunks (:mod:`.json_split`, :mod:`.pftrace_split`), their units and jobs run by the
-decode's long-lived workers (:mod:`.serving`: one set for every split export, started here
-or ahead, :mod:`.prestart`), the JSON export's handed out first.
-``jobs`` bounds the decodes running at once, chunks, stitch jobs and merges included, and a
-stitch or a merge goes before the next chunk (:mod:`.split.plan`). A JSON export's trace,
+and CTA chunks by the wings of :mod:`.split` (the pool is their :class:`.split.base.Run`),
+their units and jobs run by the decode's long-lived workers (:class:`.schedule.Serving`: one
+set for every split export, started here or ahead, :mod:`.prestart`), the JSON export's
+handed out first. Each raw manifest is read once, into its launch plan
+(:func:`.split.launches.plan`). ``jobs`` bounds the decodes running at once, chunks, stitch
+jobs and merges included, and a stitch or a merge goes before the next chunk
+(:mod:`.schedule`). A JSON export's trace,
 assembled from its workers' columns for the report, is handed to whoever listens
 (:meth:`Decoding.listen`) as soon as it is merged. An interrupt kills the workers, removes
 their half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`.
@@ -17,7 +19,6 @@ their half-written files and raises :class:`~iket_cli.errors.CaptureInterrupted`
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -26,11 +27,10 @@ from ..errors import CaptureInterrupted, Terminated, signal_of
 from ..model.vocab import JSON_EXPORT
 from ..system import signals
 from ..system.runner import Cancelled, wait_all
-from . import decoder, pftrace_split, prestart
+from . import decoder, prestart, split
 from .prestart import INLINE_BYTES, Prestarted
-from .serving import Serving
-from .split import chunks, join
-from .split.plan import Batch, Slots
+from .schedule import Batch, Serving, Slots
+from .split import chunks, launches
 from .tasks import (
     Outcome,
     Progress,
@@ -109,7 +109,9 @@ class Decoding:
         self.lock = threading.Lock()
         self.done: list[Outcome] = []  # the tasks' outcomes, as they finish (see _hold)
         self.cpus = jobs or prestart.cpus()
-        units = [unit for task in tasks for unit in _units(task, self.cpus)]
+        #: Each task's launch plan: its raw manifest read once (:func:`.split.launches.plan`).
+        self.plans = {task: launches.plan(task.raw, _chunk_bytes(task, self.cpus)) for task in tasks}
+        units = [unit for task in tasks for unit in _units(task, self.plans[task])]
         progress.planned(units)
         self.jobs = default_jobs(units, jobs)
         #: One per decode running at once (a whole task, a part, a chunk, a stitch or a merge).
@@ -123,6 +125,16 @@ class Decoding:
         self._listener: Callable[[str, Trace], None] | None = None
         self.futures = [self.pool.submit(self._one, task) for task in tasks]
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether the decode is being stopped (an interrupt, :class:`.split.base.Run`)."""
+        return self.workers.cancelled
+
+    def whole(self, part: Task) -> Outcome:
+        """Decode ``part`` whole in a worker, in an urgent slot (:class:`.split.base.Run`)."""
+        with self.slots(urgent=True):
+            return self.workers.decode(part)
+
     def listen(self, assembled: Callable[[str, Trace], None]) -> None:
         """Call ``assembled(file name, trace)`` for each trace a JSON export assembles (for
         the report), at once for those already assembled, in the thread that assembled it."""
@@ -133,7 +145,7 @@ class Decoding:
             assembled(name, trace)
 
     def hand_out(self, task: Task, batch: Batch) -> int:
-        """Give the ``batch`` of a split export to the workers (:meth:`.serving.Serving.hand_out`),
+        """Give the ``batch`` of a split export to the workers (:meth:`.schedule.Serving.hand_out`),
         the JSON exports' first: a JSON launch ends in a stitch and a merge and the report
         waits for them, a longer tail than a Perfetto part's move, which the Perfetto parts
         then run beside (on 16 CPUs the Perfetto parts, planned sooner, took the workers first
@@ -163,15 +175,16 @@ class Decoding:
             return Outcome(task, 0.0, cancelled=True)
         with self.lock:
             self.progress.started(task)
-        missing = missing_input(task)  # the decoder aborts its process on a truncated file
+        plan = self.plans[task]
+        missing = missing_input(task, plan.data)  # the decoder aborts its process on a truncated file
         if missing:
             outcome = Outcome(task, 0.0, error=missing)
         elif task.raw_bytes <= INLINE_BYTES and decoder.available():
             decoder.preload()  # before the fork, so the fork has it imported (a no-op once done)
             with self.slots():
                 outcome = self.workers.forked(task)
-        elif _split(task) and (launches := _parts(task, self.cpus)):
-            outcome = _split_export(task).by_launches(self, task, launches)
+        elif _split(task) and (parts := plan.write(task.export)):
+            outcome = split.wing(task.export).by_launches(self, task, parts)
         else:
             with self.slots():
                 outcome = self.workers.decode(task)
@@ -188,17 +201,6 @@ class Decoding:
         """Keep the assembled traces of the last tasks only (:func:`.tasks.drop_traces`)."""
         self.done.append(outcome)
         drop_traces(self.done)
-
-    @staticmethod
-    def part_failed(task: Task, done: Outcome, start: float, batch: Batch) -> Outcome:
-        """The task's outcome when one launch failed or was cancelled (the batch's other
-        units and jobs end first)."""
-        batch.drained()
-        seconds = time.monotonic() - start
-        if done.cancelled:
-            return Outcome(task, seconds, cancelled=True)
-        why = done.error.removeprefix(f"{done.task.raw}: ")  # named by the raw capture and launch
-        return Outcome(task, seconds, error=f"{task.raw}:{done.task.which_launch}: {why}", errno=done.errno)
 
     def wait(self) -> list[Outcome]:
         """Every task's outcome, once all have ended."""
@@ -228,36 +230,20 @@ class Decoding:
             self._signals.__exit__(None, None, None)
 
 
-def _split_export(task: Task):
-    """The module that runs ``task`` split: the JSON export's imports numpy, which the CLI
-    exporting only Perfetto parts has no use for."""
-    if task.export != JSON_EXPORT:
-        return pftrace_split
-    from . import json_split
-
-    return json_split
-
-
 def _split(task: Task) -> bool:
     """Whether ``task`` is a whole export that could be split by launches."""
     return task.part is None
-
-
-def _parts(task: Task, cpus: int) -> list[join.LaunchPart] | None:
-    """The launches (and chunks) ``task`` is split into, their manifests written; or None."""
-    return join.part_manifests(task.raw, _chunk_bytes(task, cpus), task.export)
 
 
 def _chunk_bytes(task: Task, cpus: int) -> int:
     return chunks.chunk_bytes(task.export, task.raw_bytes, cpus)
 
 
-def _units(task: Task, cpus: int) -> list[Task]:
+def _units(task: Task, plan: launches.Plan) -> list[Task]:
     """What ``task`` runs as: its launches (or chunks), for an export split by them; else itself."""
     if task.raw_bytes <= INLINE_BYTES or not _split(task):
         return [task]
-    counts = join.planned_parts(task.raw, _chunk_bytes(task, cpus))
-    return [unit for group in task.units(counts) for unit in group] or [task]
+    return [unit for group in task.units(list(plan.chunks)) for unit in group] or [task]
 
 
 def _remove_partials(tasks: list[Task]) -> None:

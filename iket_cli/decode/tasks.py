@@ -57,7 +57,7 @@ class Task:
     out_dir: Path
     export: str
     formats: tuple[str, ...]
-    #: One launch of a JSON export split by launches (:mod:`.split.join`): (k, n), launch k
+    #: One launch of a JSON export split by launches (:mod:`.split.launches`): (k, n), launch k
     #: of n; ``raw`` is then that launch's part manifest and the output its spool file.
     part: tuple[int, int] | None = None
     #: One chunk of that launch split by CTAs (:mod:`.split.chunks`): (c, m), chunk c of m;
@@ -105,14 +105,14 @@ class Task:
         """Whether, ``at_once`` of this task's ``units`` parts running side by side
         (:meth:`most_at_once`), every part may also be kept in memory for its move and all
         still take no more than the task exported whole (on two CPUs, yes; on sixteen, a
-        part is kept only while the join waits for it, :meth:`.split.plan.Batch.keeps`)."""
+        part is kept only while the join waits for it, :meth:`.schedule.Batch.keeps`)."""
         share = self.memory // max(units, 1)
         held = self.raw_bytes * HELD_FACTOR
         return at_once * (share + WORKER_BYTES) + held <= self.memory + WORKER_BYTES
 
     def parts(self, count: int) -> list[Task]:
         """This task's launches as tasks of their own (their part manifests written by
-        :func:`.split.join.part_manifests` beside the raw manifest)."""
+        :meth:`.split.launches.Plan.write` beside the raw manifest)."""
         folder, name = self.raw.parent, self.raw.name
         return [
             Task(self.pid_hex, folder / part_name(name, k, None, self.export), folder, self.export,
@@ -123,7 +123,7 @@ class Task:
     def units(self, chunks: list[int]) -> list[list[Task]]:
         """What this task runs as, split by launches (``chunks``: the CTA chunks of each
         launch, 1 for a launch decoded whole): per launch, its part, or its chunks as tasks
-        of their own (their manifests written by :func:`.split.join.part_manifests`)."""
+        of their own (their manifests written by :meth:`.split.launches.Plan.write`)."""
         folder, launches = self.raw.parent, len(chunks)
         return [
             [part]
@@ -183,19 +183,39 @@ class Outcome:
     cancelled: bool = False
     #: ``errno`` of the write that failed (ENOSPC, EDQUOT: a full disk), where one did.
     errno: int | None = None
-    #: A JSON export merged from its launches: its record counts (ranges, markers), counted
-    #: as it was merged, for the manifest, which then does not read the file again.
+    #: What a split export says beyond its files (:class:`Joined`), or a part of one kept in
+    #: its worker's memory for its move (:class:`Kept`).
+    split: Joined | Kept | None = None
+
+    @property
+    def kept(self) -> Kept | None:
+        """The part this outcome's worker keeps in memory for its move, if it does."""
+        kept = self.split
+        return kept if isinstance(kept, Kept) and kept.holder is not None else None
+
+
+@dataclass
+class Joined:
+    """A split export's file, joined from its parts: what the join learnt of it on the way,
+    so that nothing reads the file again for it."""
+
+    #: A JSON export's record counts (ranges, markers), for the manifest.
     counts: tuple[int, int] | None = None
     #: ...and, with html asked for, its trace assembled from the columns its workers
     #: scanned, for the lint and the report (see :func:`take_traces`).
     trace: Trace | None = None
-    #: A Perfetto export joined from its parts: how many, and what it shares with the
-    #: decoder's whole export (``bytes``: split by launches only; ``trace``: by CTA chunks too).
+    #: A Perfetto export's parts and what it shares with the decoder's whole export
+    #: (``bytes``: split by launches only; ``trace``: by CTA chunks too).
     joined: dict | None = None
-    #: A part of a split Perfetto export that its long-lived worker keeps in memory for its
-    #: move (not spooled): what the join needs to plan it (:func:`.split.pftrace_parts.exported`)
-    #: and the worker (:class:`.workers.Server`) that keeps it, which alone can move it.
-    described: dict | None = None
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A part of a split Perfetto export exported by a long-lived worker: what the join needs
+    to plan it, and the worker that keeps it in memory for its move (a
+    :class:`.workers.Server`, which alone can move it), or None once it is spooled to files."""
+
+    described: dict
     holder: object = None
 
 
@@ -214,12 +234,17 @@ class Progress:
 
 def known_counts(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
     """The record counts the decode already knows, by the name of the file it wrote."""
-    return {o.written[0]: o.counts for o in outcomes if o.counts is not None and o.written}
+    joined = [(o.written[0], j) for o in outcomes if (j := _joined(o)) and o.written]
+    return {name: j.counts for name, j in joined if j.counts is not None}
 
 
 def known_joins(outcomes: list[Outcome]) -> dict[str, dict]:
     """How the decode joined the artifacts it wrote from parts, by file name."""
-    return {name: o.joined for o in outcomes if o.joined for name in o.written}
+    return {name: j.joined for o in outcomes if (j := _joined(o)) and j.joined for name in o.written}
+
+
+def _joined(outcome: Outcome) -> Joined | None:
+    return outcome.split if isinstance(outcome.split, Joined) else None
 
 
 #: At most this many assembled traces are kept in memory (see :func:`drop_traces`).
@@ -230,15 +255,16 @@ def drop_traces(outcomes: list[Outcome], most: int = MOST_TRACES) -> None:
     """Free the assembled traces of all but the last ``most`` outcomes holding one: the
     reports of the others read their files (a capture of many big processes, or of many
     repeats, would otherwise hold every trace at once)."""
-    holding = [o for o in outcomes if o.trace is not None]
-    for outcome in holding[: max(len(holding) - most, 0)]:
-        outcome.trace = None
+    holding = [j for o in outcomes if (j := _joined(o)) and j.trace is not None]
+    for joined in holding[: max(len(holding) - most, 0)]:
+        joined.trace = None
 
 
 def held_traces(outcomes: list[Outcome]) -> list[tuple[str, Trace]]:
     """(the name of the file it wrote, the trace) of each outcome still holding the trace
     its decode assembled."""
-    return [(o.written[0], o.trace) for o in outcomes if o.trace is not None and o.written]
+    joined = [(o.written[0], j) for o in outcomes if (j := _joined(o)) and o.written]
+    return [(name, j.trace) for name, j in joined if j.trace is not None]
 
 
 def take_traces(outcomes: list[Outcome]) -> dict[str, Trace]:
@@ -246,7 +272,8 @@ def take_traces(outcomes: list[Outcome]) -> dict[str, Trace]:
     outcomes: whoever takes them decides how long they stay in memory."""
     taken = dict(held_traces(outcomes))
     for outcome in outcomes:
-        outcome.trace = None
+        if (joined := _joined(outcome)) is not None:
+            joined.trace = None
     return taken
 
 
@@ -338,17 +365,19 @@ def plan(capture_dir: Path, formats: list[str]) -> list[Task]:
     return sorted(tasks, key=lambda t: -t.memory)
 
 
-def missing_input(task: Task) -> str | None:
+def missing_input(task: Task, manifest: dict | None = None) -> str | None:
     """Why the raw capture cannot be decoded, checked cheaply before the decoder sees it.
 
     The C++ decoder aborts the whole process on a truncated ``iket.data.bin``, so the
-    raw manifest's data references are checked against the files first.
+    raw manifest's data references are checked against the files first. ``manifest``: the
+    raw manifest as already read (the launch plan's), else it is read here.
     """
     for path in (task.raw, task.raw.parent / RAW_DATA):
         if not path.is_file():
             return f"{path} is missing"
     try:
-        launches = jsonio.parse(task.raw.read_bytes())["launches"]
+        data = manifest if manifest is not None else jsonio.parse(task.raw.read_bytes())
+        launches = data["launches"]
         refs = [(launch.get("canDecode"), launch.get("dataRef") or {}) for launch in launches]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         return f"{task.raw} is not a raw capture manifest ({error.__class__.__name__})"

@@ -14,12 +14,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..system.filesystem import DISK_FULL
 from ..system.tree import die_with_parent
+from . import split
 from .decoder import decode, preload
-from .split import pftrace_parts, stitch_jobs
-from .tasks import Task, pftrace_beside
+from .tasks import Task
 
 
 def main(spec: str) -> int:
@@ -33,23 +34,24 @@ def main(spec: str) -> int:
 
 
 def serve(parent: int) -> int:
-    """Decode each task read from stdin, or write each stitch job (``{"pieces": job}``,
-    :func:`.stitch_jobs.write`); answer each on the original stdout with a JSON line
-    (``error``, ``errno``). A part of a split Perfetto export is kept in memory for its move,
-    which the parent sends to this worker alone: its answer says what the join needs of it
+    """Decode each task read from stdin, or write each job of a split export
+    (``{"pieces": job}``, by the wing that registered its kind, :func:`.split.run_job`);
+    answer each on the original stdout with a JSON line (``error``, ``errno``). A part that
+    its wing keeps in memory for its move (the Perfetto export's) stays here, and the parent
+    sends its move to this worker alone: its answer says what the join needs of it
     (``described``), with no spool or sidecar written and read back. The decoder's own
     output goes to stderr, not into the answers."""
     die_with_parent(parent)
     preload()  # before the first request: a prestarted worker waits for its decode imported
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    held: dict[str, pftrace_parts.Part] = {}  # the parts kept, by spool name, until moved
+    held: dict[str, Any] = {}  # the parts kept, by spool name, until moved
     for line in sys.stdin:
         request = json.loads(line)
         if "pieces" in request:
             answer = _pieces(request["pieces"], held)
         elif "spool" in request:  # a part kept no longer: its move may go to any worker
-            answer = _spooled(request["spool"], held)
+            answer = _spooled(request["spool"], request["export"], held)
         else:
             answer = _decoded(request, held)
         answers.write(json.dumps(answer) + "\n")
@@ -61,7 +63,7 @@ def _decoded(request: dict, held: dict) -> dict:
     """The answer to a task: ``error``, ``errno``, and for a Perfetto part kept in ``held``,
     what the join needs of it. (Its own function: a part let go from ``held`` must not stay
     alive in a variable of the loop through the next export.)"""
-    kept: dict[str, pftrace_parts.Part] = {}
+    kept: dict[str, Any] = {}
     outcome = decode(Task.from_dict(request), hold=kept.__setitem__)
     answer = {"error": outcome.error, "errno": outcome.errno}
     for name, part in kept.items():
@@ -70,11 +72,10 @@ def _decoded(request: dict, held: dict) -> dict:
     return answer
 
 
-def _spooled(name: str, held: dict) -> dict:
-    """The part kept for ``name`` spooled to its files (:func:`.pftrace_parts.spool`) and let go."""
-    spool = Path(name)
+def _spooled(name: str, export: str, held: dict) -> dict:
+    """The part kept for ``name`` spooled to its files by its wing and let go."""
     try:
-        pftrace_parts.spool(held.pop(name), spool, None, pftrace_beside(spool)[1])
+        split.spool_kept(export, held.pop(name), Path(name))
     except KeyError:
         return {"error": "no such part kept", "errno": None}
     except OSError as error:  # a full disk
@@ -83,14 +84,11 @@ def _spooled(name: str, held: dict) -> dict:
 
 
 def _pieces(job: dict, held: dict) -> dict:
-    """The answer to a job of a launch's stitch (:func:`.stitch_jobs.write`) or of a Perfetto
-    join (``kind: move``, :func:`.pftrace_parts.move`, of a part in ``held`` or spooled):
-    ``error`` and ``errno`` (None when written), and what the job says of what it wrote."""
+    """The answer to a job of a split export (a part in ``held`` moved, or a stitch's bytes
+    written): ``error`` and ``errno`` (None when written), and what the job says of what it
+    wrote."""
     try:
-        if job.get("kind") == "move":
-            said = pftrace_parts.move(job, held.pop(job["spool"], None))
-        else:
-            said = stitch_jobs.write(job)
+        said = split.run_job(job, held)
     except OSError as error:  # a full disk
         return {"error": error.strerror or str(error), "errno": error.errno}
     except ValueError as error:

@@ -34,7 +34,7 @@ from ..system.filesystem import DISK_FULL
 from ..system.tree import die_with_parent
 from .decoder import decode
 from .prestart import Prestarted, let_go, serving, worker
-from .tasks import Outcome, Task
+from .tasks import Kept, Outcome, Task
 
 
 class Workers:
@@ -161,21 +161,25 @@ class Server:
         failed = self._failed(task, seconds, told)
         if failed is not None:
             return failed
-        kept = told.get("described")  # a Perfetto part it keeps for its move
-        return Outcome(task, seconds, written=task.outputs(), described=kept, holder=self if kept else None)
+        described = told.get("described")  # a part it keeps for its move
+        kept = Kept(described, self) if described else None
+        return Outcome(task, seconds, written=task.outputs(), split=kept)
 
     def pieces(self, job: dict) -> dict | None:
-        """Write one job of a launch's stitch (:func:`.split.stitch_jobs.write`) or move a part
-        (:func:`.split.pftrace_parts.move`; one it keeps, or one spooled); the worker's answer
-        (``error``, ``errno``), or None when it died or could not start."""
+        """Write one job of a split export (a launch's stitch, or the move of a part it keeps
+        or one spooled: :func:`.split.run_job`); the worker's answer (``error``, ``errno``),
+        or None when it died or could not start."""
         return self._ask({"pieces": job})
 
     def spool(self, outcome: Outcome) -> Outcome:
         """Have the worker spool the part it keeps for ``outcome`` to its files and let it go
         (its move then any worker's); the outcome of the part so spooled."""
-        told = self._ask({"spool": str(outcome.task.out_dir / outcome.task.outputs()[0])})
-        failed = self._failed(outcome.task, outcome.seconds, told)
-        return failed if failed is not None else dataclasses.replace(outcome, holder=None)
+        task = outcome.task
+        told = self._ask({"spool": str(task.out_dir / task.outputs()[0]), "export": task.export})
+        failed = self._failed(task, outcome.seconds, told)
+        if failed is not None:
+            return failed
+        return dataclasses.replace(outcome, split=dataclasses.replace(outcome.split, holder=None))
 
     def _failed(self, task: Task, seconds: float, told: dict | None) -> Outcome | None:
         """How ``task`` ended if the worker's answer ``told`` says it did not end well."""

@@ -19,6 +19,9 @@ from ..model.units import human_bytes
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 #: The errors of a path that may not be written here.
 REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
+#: Huge strings are written in slices, so a file of any size is never held twice (and each
+#: slice's encoded copy reuses the memory of the one before: no fresh pages).
+WRITE_SLICE = 1 << 23
 
 
 def is_full(error: BaseException) -> bool:
@@ -67,3 +70,29 @@ def from_os_error(error: OSError, folder: Path | None = None, needed: int | None
 
 def _name(path: Path | None) -> str | None:
     return path.name if path is not None else None
+
+
+def write_slices(handle, text: str) -> None:
+    """Write ``text`` to a text file in slices: the encoded copy never exceeds one slice."""
+    for start in range(0, len(text), WRITE_SLICE):
+        handle.write(text[start : start + WRITE_SLICE])
+
+
+def copy_range(source, target, offset: int, count: int) -> None:
+    """``count`` bytes of ``source`` from ``offset`` onto the end of ``target``, by the kernel."""
+    target.flush()
+    try:
+        while count:
+            done = os.copy_file_range(source.fileno(), target.fileno(), count, offset)
+            if done <= 0:
+                break
+            offset, count = offset + done, count - done
+        target.seek(0, os.SEEK_END)
+    except OSError:
+        target.seek(0, os.SEEK_END)
+    if count:  # no copy_file_range here (or a short one): the rest by reads
+        source.seek(offset)
+        while count:
+            block = source.read(min(count, WRITE_SLICE))
+            target.write(block)
+            count -= len(block)

@@ -156,8 +156,8 @@ def test_the_launches_of_one_process_decode_side_by_side(tmp_path, monkeypatch, 
     assert (folder / name_json).read_bytes() == (FIXTURES / name / name_json).read_bytes()
     assert sorted(p.name for p in (folder / "iket" / f"pid_{pid}").iterdir() if p.name.startswith(".")) == []
     counted = artifacts.count_keys(folder / name_json, artifacts.RECORD_KEYS)
-    assert list(outcome.counts) == counted, "the merge returns the counts it made as it went"
-    assert tasks.known_counts([outcome]) == {name_json: outcome.counts}
+    assert list(outcome.split.counts) == counted, "the merge returns the counts it made as it went"
+    assert tasks.known_counts([outcome]) == {name_json: outcome.split.counts}
 
 
 @pytest.mark.parametrize(
@@ -209,13 +209,13 @@ def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothin
     """A part whose worker dies (its manifest points past the end of the data: the decoder
     aborts its process) fails the JSON export, named by its launch; the Perfetto export of
     the same capture stands; no part, spool or half-written export is left."""
-    from iket_cli.decode.split import join
+    from iket_cli.decode.split import launches
 
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
-    written = join.part_manifests
+    written = launches.Plan.write
 
-    def one_broken(raw, chunk_bytes=None, export="json"):
-        parts = written(raw, chunk_bytes, export)
+    def one_broken(plan, export="json"):
+        parts = written(plan, export)
         if export != "json":
             return parts
         data = json.loads(parts[1].path.read_text())
@@ -223,7 +223,7 @@ def test_one_launch_that_cannot_decode_fails_its_process_alone_and_leaves_nothin
         parts[1].path.write_text(json.dumps(data))
         return parts
 
-    monkeypatch.setattr(join, "part_manifests", one_broken)
+    monkeypatch.setattr(launches.Plan, "write", one_broken)
     folder = kept(tmp_path, "multi")
     outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=3)}
     failed = outcomes["json"]
@@ -258,7 +258,7 @@ def _by_ctas(monkeypatch) -> list:
 def test_launches_decoded_by_ctas_in_workers_that_stay(tmp_path, monkeypatch, name, pid):
     """Each launch's CTA chunks go to at most --jobs long-lived workers; the chunks stitched
     and the launches merged give run-iket's bytes; nothing is left beside the raw data."""
-    from iket_cli.decode.split import join
+    from iket_cli.decode.split import launches as join
 
     started = _by_ctas(monkeypatch)
     folder = kept(tmp_path, name)
@@ -275,13 +275,13 @@ def test_launches_decoded_by_ctas_in_workers_that_stay(tmp_path, monkeypatch, na
     assert servers == started and 1 < len(servers) <= 3, "within --jobs, each worker taking many"
     assert sorted(p.name for p in (folder / "iket" / f"pid_{pid}").iterdir() if p.name.startswith(".")) == []
     counted = artifacts.count_keys(folder / name_json, artifacts.RECORD_KEYS)
-    assert list(outcome.counts) == counted
+    assert list(outcome.split.counts) == counted
 
 
 def test_a_launch_that_does_not_stitch_is_decoded_whole(tmp_path, monkeypatch):
     """Chunks the stitch refuses (ValueError: not the layout it relies on) cost time, not the
     export: the launch is decoded whole, the bytes are run-iket's."""
-    from iket_cli.decode.split import stitch
+    from iket_cli.decode.split.json import stitch
 
     _by_ctas(monkeypatch)
 
@@ -318,7 +318,7 @@ def test_a_stitch_job_a_worker_refuses_fails_the_json_alone_and_leaves_nothing(t
     """The workers write a stitched launch's runs where the plan puts them; a run whose bytes
     are not the length planned (here: a plan made one byte too long a run) is refused in
     the worker before it is written, and the JSON export fails, named; nothing is left."""
-    from iket_cli.decode.split import stitch
+    from iket_cli.decode.split.json import stitch
 
     started = _by_ctas(monkeypatch)
     lengths = stitch.Stitch._lengths
@@ -335,12 +335,12 @@ def test_a_stitch_job_a_worker_refuses_fails_the_json_alone_and_leaves_nothing(t
 def _a_chunk_past_the_data(monkeypatch, export: str) -> None:
     """The third CTA chunk of ``export``'s first launch points past the end of the raw data:
     the decoder aborts its worker on it."""
-    from iket_cli.decode.split import join
+    from iket_cli.decode.split import launches
 
-    written = join.part_manifests
+    written = launches.Plan.write
 
-    def one_broken(raw, chunk_bytes=None, which="json"):
-        parts = written(raw, chunk_bytes, which)
+    def one_broken(plan, which="json"):
+        parts = written(plan, which)
         if which == export:
             chunk = parts[0].chunks[2]
             data = json.loads(chunk.read_text())
@@ -348,7 +348,7 @@ def _a_chunk_past_the_data(monkeypatch, export: str) -> None:
             chunk.write_text(json.dumps(data))
         return parts
 
-    monkeypatch.setattr(join, "part_manifests", one_broken)
+    monkeypatch.setattr(launches.Plan, "write", one_broken)
 
 
 def _perfetto_by_ctas(monkeypatch) -> list:
@@ -368,7 +368,7 @@ def test_the_perfetto_export_by_ctas_in_workers_is_run_iket_trace(tmp_path, monk
     the same bytes deflated; the outcome says it was joined; nothing is left beside the raw.
     ``hold``: each worker keeps its parts in memory for their moves, or (as where memory is
     short and the join does not wait for the part) spools each and any worker moves it."""
-    from iket_cli.decode.split import plan
+    from iket_cli.decode import schedule as plan
 
     from conftest import perfetto_view
 
@@ -388,7 +388,7 @@ def test_the_perfetto_export_by_ctas_in_workers_is_run_iket_trace(tmp_path, monk
     assert gzip.decompress((folder / f"iket_pid_{pid}.pftrace.gz").read_bytes()) == ours
     assert perfetto_view(ours) == perfetto_view((FIXTURES / name / f"iket_pid_{pid}.pftrace").read_bytes())
     units = [label for label in progress.labels if label[2] and label[1] == "perfetto"]
-    assert outcome.joined == {"parts": len(units), "identity": "trace"} and len(units) > 2
+    assert outcome.split.joined == {"parts": len(units), "identity": "trace"} and len(units) > 2
     servers = [argv for argv in started if "--serve" in argv]
     assert servers == started and len(servers) <= 2 * 3, "each split export's own workers"
     assert progress.most <= 3, "within --jobs"
@@ -400,7 +400,7 @@ def test_the_perfetto_export_by_launches_in_workers_is_run_iket_bytes(tmp_path, 
     monkeypatch.setattr(pool, "INLINE_BYTES", -1)
     folder = kept(tmp_path, "multi")
     (outcome,) = pool.run(tasks.plan(folder, ["perfetto"]), jobs=2)
-    assert outcome.error is None and outcome.joined == {"parts": 4, "identity": "bytes"}
+    assert outcome.error is None and outcome.split.joined == {"parts": 4, "identity": "bytes"}
     name = "iket_pid_0x23f.pftrace"
     assert (folder / name).read_bytes() == (FIXTURES / "multi" / name).read_bytes()
 
@@ -429,7 +429,7 @@ def test_a_perfetto_chunk_whose_worker_dies_fails_the_perfetto_alone_and_leaves_
 def test_a_move_a_worker_refuses_fails_the_perfetto_alone_and_leaves_nothing(tmp_path, monkeypatch):
     """A move job that cannot be done (here: a table that misses the part's tracks) is
     refused by its worker; the Perfetto export fails, named; nothing is left."""
-    from iket_cli.decode.split import pftrace_join
+    from iket_cli.decode.split.perfetto import join as pftrace_join
 
     _perfetto_by_ctas(monkeypatch)
     planned = pftrace_join.Join.add
@@ -466,7 +466,7 @@ def test_a_split_perfetto_export_runs_no_more_parts_at_once_than_fit_its_whole_m
     monkeypatch.setattr(tasks.Task, "most_at_once", lambda self, units: 2)
     progress = Recorder()
     (outcome,) = pool.run(tasks.plan(folder, ["perfetto"]), jobs=8, progress=progress)
-    assert outcome.error is None and outcome.joined["parts"] > 2
+    assert outcome.error is None and outcome.split.joined["parts"] > 2
     assert len([argv for argv in started if "--serve" in argv]) == 2 and progress.most <= 2
 
 

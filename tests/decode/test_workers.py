@@ -70,7 +70,9 @@ def test_as_many_workers_start_ahead_as_the_decode_runs_at_once(tmp_path, monkey
         archive.extractall(tmp_path, filter="data")
     (task,) = tasks.plan(tmp_path / "keep256", ["perfetto"])
     prestart.for_tasks([task], jobs=16)
-    units = pool._units(task, 16)
+    from iket_cli.decode.split import launches
+
+    units = pool._units(task, launches.plan(task.raw, pool._chunk_bytes(task, 16)))
     at_once = min(len(units), task.most_at_once(len(units)))
     assert counts == [at_once] and 1 < at_once < 16, (counts, len(units))
     prestart.for_tasks([task], jobs=2)
@@ -88,5 +90,5 @@ def test_a_move_of_a_kept_part_its_worker_no_longer_has_fails_by_name(tmp_path):
     job = {"kind": "move", "spool": str(tmp_path / ".pfpart0.0.iket.data.out"), "held": True}
     answer = worker_main._pieces(job, {})
     assert answer["errno"] is None and "ended before its move" in answer["error"], answer
-    assert worker_main._spooled(job["spool"], {})["error"] == "no such part kept"
+    assert worker_main._spooled(job["spool"], "perfetto", {})["error"] == "no such part kept"
     assert list(tmp_path.iterdir()) == []

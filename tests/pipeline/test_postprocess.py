@@ -131,7 +131,8 @@ def test_the_decode_hands_its_counts_and_traces_on_nothing_reads_the_merged_file
         artifacts_mod, "count_keys", lambda path, keys: reads.append(Path(path).name) or count(path, keys)
     )
     record, outcomes, _ = postprocess_capture(folder, ["json", "html"], jobs=2)
-    assert all(o.error is None for o in outcomes) and all(o.trace is None for o in outcomes), "handed on"
+    assert all(o.error is None for o in outcomes), "decoded"
+    assert all(o.split is None or o.split.trace is None for o in outcomes), "handed on"
     assert reads == [], f"read again: {reads}"
     (process,) = record["processes"]
     path = folder / process["artifacts"]["trace_json"]["path"]
@@ -142,13 +143,13 @@ def test_the_decode_hands_its_counts_and_traces_on_nothing_reads_the_merged_file
 def test_at_most_two_assembled_traces_are_held():
     """A capture of many big processes: the pool keeps the last two tasks' traces only."""
     from iket_cli.decode import pool
-    from iket_cli.decode.tasks import Outcome
+    from iket_cli.decode.tasks import Joined, Outcome
 
-    outcomes = [Outcome(task=None, seconds=0.0, trace=object()) for _ in range(4)]
+    outcomes = [Outcome(task=None, seconds=0.0, split=Joined(trace=object())) for _ in range(4)]
     with pool.start([], jobs=1) as decoding:
         for outcome in outcomes:
             decoding._hold(outcome)
-    assert [o.trace is not None for o in outcomes] == [False, False, True, True]
+    assert [o.split.trace is not None for o in outcomes] == [False, False, True, True]
 
 
 def test_the_manifest_says_how_a_perfetto_export_was_joined(tmp_path, monkeypatch):

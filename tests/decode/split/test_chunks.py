@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from iket_cli.decode import decoder
-from iket_cli.decode.split import chunks, indices, join, stitch
-from iket_cli.decode.split.layout import bounds
+from iket_cli.decode.split import chunks
+from iket_cli.decode.split.json import indices, stitch
+from iket_cli.decode.split.json import merge as join
+from iket_cli.decode.split.json.layout import bounds
 
 from conftest import kept
 

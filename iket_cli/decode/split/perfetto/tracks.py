@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...model import pftrace as P
+from ....model import pftrace as P
 from . import varints as V
 from .varints import padded
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from iket_cli.decode import decoder
-from iket_cli.decode.split import pftrace_events, pftrace_tracks
+from iket_cli.decode.split.perfetto import events as pftrace_events
+from iket_cli.decode.split.perfetto import tracks as pftrace_tracks
 from iket_cli.model import pftrace as P
 
 from conftest import FIXTURES

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from iket_cli.decode import decoder
-from iket_cli.decode.split import pftrace_events as events_mod
-from iket_cli.decode.split.varints import padded
+from iket_cli.decode.split.perfetto import events as events_mod
+from iket_cli.decode.split.perfetto.varints import padded
 from iket_cli.model import pftrace as P
 
 from conftest import FIXTURES

@@ -126,14 +126,14 @@ SCAN_SLICE = 1 << 23
 
 def save(indices: Indices, path: Path) -> None:
     """Keep ``indices`` in ``path`` (:mod:`.sidecar`: written and read in milliseconds)."""
-    from . import sidecar
+    from .. import sidecar
 
     sidecar.save(path, {name: getattr(indices, name) for name in FIELDS})
 
 
 def load(path: Path) -> Indices:
     """What :func:`save` kept."""
-    from . import sidecar
+    from .. import sidecar
 
     kept, _ = sidecar.load(path)
     return Indices(*(kept[name] for name in FIELDS))

@@ -1,14 +1,14 @@
 """A big process's Perfetto export, by launches and CTA chunks, in the pool's workers.
 
 NVIDIA's decoder exports a process's Perfetto trace on one core; here each launch (or each
-CTA chunk of a big launch, :mod:`.split.chunks`) is exported by the pool's long-lived workers
+CTA chunk of a big launch, :mod:`..chunks`) is exported by the pool's long-lived workers
 side by side with the other tasks, within ``--jobs`` and within the memory the export made
-whole would take (:meth:`.tasks.Task.most_at_once`). As soon as a launch's parts are done
-it is planned (:class:`.split.pftrace_join.Join`: the uuids its tracks take in the whole
+whole would take (:meth:`...tasks.Task.most_at_once`). As soon as a launch's parts are done
+it is planned (:class:`.join.Join`: the uuids its tracks take in the whole
 trace) and its move jobs go to the same workers before any further export: they rewrite and
-deflate the parts side by side (:func:`.split.pftrace_parts.move`), each part moved by the
+deflate the parts side by side (:func:`.parts.move`), each part moved by the
 worker that keeps it in memory (where the whole export's memory allows all to keep theirs,
-:meth:`.tasks.Task.may_hold`; else the part the join waits for, the others spooled and
+:meth:`...tasks.Task.may_hold`; else the part the join waits for, the others spooled and
 moved by any worker). Once every launch is
 moved, the ``.pftrace`` and ``.pftrace.gz`` are written from the moved sections by kernel
 copies. A launch whose chunks do not join is exported whole. A part whose worker dies fails
@@ -21,17 +21,18 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from . import decoder
-from .split import pftrace_join
-from .split.join import LaunchPart
-from .split.plan import Batch, checked
-from .tasks import Outcome, Task, pftrace_beside
+from ... import decoder
+from ...schedule import Batch, checked
+from ...tasks import Joined, Kept, Outcome, Task, pftrace_beside
+from ..base import failed, part_failed
+from ..launches import LaunchPart
+from . import join as pftrace_join
 
 if TYPE_CHECKING:
-    from .pool import Decoding
+    from ..base import Run
 
 
-def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcome:
+def by_launches(run: Run, task: Task, launches: list[LaunchPart]) -> Outcome:
     """Export ``task`` (a Perfetto export) by its ``launches`` and join them."""
     start = time.monotonic()
     outputs = [task.out_dir / name for name in task.outputs()]
@@ -50,9 +51,9 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
     moves: list = []  # (job, the future of its answer), in the order planned
     try:
         for number, (part, launch, group) in enumerate(zip(parts, launches, units, strict=True)):
-            failed = _planned(run, join, number, part, launch, group, batch, moves)
-            if failed is not None:
-                return run.part_failed(task, failed, start, batch)
+            broken = _planned(run, join, number, part, launch, group, batch, moves)
+            if broken is not None:
+                return part_failed(task, broken, start, batch)
         for job, future in moves:
             answer = future.result()
             if not any(unit.job is job for unit in join.discarded):
@@ -61,13 +62,8 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
             join.write(pftrace, gz)
         for tmp, out in zip(temps, outputs, strict=True):
             os.replace(tmp, out)
-    except OSError as error:
-        message = f"{error.strerror or error} writing {error.filename or outputs[0]}"
-        return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
-    except ValueError as error:  # a part the join cannot read, or a worker that ended
-        if run.workers.cancelled:
-            return Outcome(task, time.monotonic() - start, cancelled=True)
-        return Outcome(task, time.monotonic() - start, error=f"{task.raw}: joining its launches: {error}")
+    except (OSError, ValueError) as error:  # ValueError: a part the join cannot read, a worker ended
+        return failed(run, task, start, error, outputs[0], "joining its launches")
     finally:
         batch.drained()  # no worker still writing a part's files when they are removed
         for path in [*temps, *join.leftovers()]:
@@ -79,11 +75,12 @@ def by_launches(run: Decoding, task: Task, launches: list[LaunchPart]) -> Outcom
         "parts": sum(len(units) for units in join.launches),
         "identity": "trace" if chunked else "bytes",
     }
-    return Outcome(task, time.monotonic() - start, written=[out.name for out in outputs], joined=joined)
+    written = [out.name for out in outputs]
+    return Outcome(task, time.monotonic() - start, written=written, split=Joined(joined=joined))
 
 
 def _planned(
-    run: Decoding, join: pftrace_join.Join, number: int, part: Task, launch: LaunchPart, group, batch, moves
+    run: Run, join: pftrace_join.Join, number: int, part: Task, launch: LaunchPart, group, batch, moves
 ) -> Outcome | None:
     """Plan one launch part by part as its parts are exported, each part's move handed to
     the workers at once (into ``moves``); the Outcome of the part that failed, else None.
@@ -95,9 +92,10 @@ def _planned(
             done = batch.futures[unit].result()
             if done.cancelled or done.error:
                 return done
-            spool, held = unit.out_dir / unit.outputs()[0], done.holder is not None
-            job = join.add(spool, first, done.described, held=held)
-            moves += zip([job], batch.first([job], done.holder), strict=True) if job else []
+            spool, kept = unit.out_dir / unit.outputs()[0], done.split
+            described, holder = (kept.described, kept.holder) if isinstance(kept, Kept) else (None, None)
+            job = join.add(spool, first, described, held=holder is not None)
+            moves += zip([job], batch.first([job], holder), strict=True) if job else []
         join.end()
         return None
     except ValueError:
@@ -107,8 +105,7 @@ def _planned(
         batch.planning(None)
     for unit in group:  # the chunks' exports still running end before the launch's own
         batch.futures[unit].result()
-    with run.slots(urgent=True):
-        whole = run.workers.decode(part)
+    whole = run.whole(part)
     if whole.error or whole.cancelled:
         return whole
     join.start(number, 1)

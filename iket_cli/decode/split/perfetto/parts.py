@@ -6,8 +6,8 @@ decoder and describes it for the join (:func:`exported`): where its events begin
 tracks it shares with the other chunks (its grid, GPCs and TPCs). A long-lived worker keeps the
 part in memory for its move (:class:`Part`); a one-off worker, or one told to let it go, spools
 it to files with its description beside it (:func:`spool`). Once the parts before it are
-planned (:mod:`.pftrace_join`), a job (:func:`move`) rewrites its descriptors and moves its
-events to their uuids in the whole trace (:mod:`.pftrace_events`), and deflates both for the
+planned (:mod:`.join`), a job (:func:`move`) rewrites its descriptors and moves its
+events to their uuids in the whole trace (:mod:`.events`), and deflates both for the
 ``.pftrace.gz``: so the bytes are moved and compressed by the workers side by side, not by the
 process that joins them.
 """
@@ -20,22 +20,22 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...model import pftrace as P
+from ....model import pftrace as P
+from . import events as events_mod
 from . import gzip_parts
-from . import pftrace_events as events_mod
-from .pftrace_events import DROP, Packets, descriptors_end, moved, pieces
-from .pftrace_join import EVENTS, SHARED, TRACKS, shared_tracks
-from .pftrace_tracks import moved_descriptors, tracks
+from .events import DROP, Packets, descriptors_end, moved, pieces
+from .join import EVENTS, SHARED, TRACKS, shared_tracks
+from .tracks import moved_descriptors, tracks
 from .varints import PAD, padded
 
 
 class Part(NamedTuple):
     """A part exported and described (:func:`exported`): the export with :data:`.varints.PAD`
     zero bytes after it (the one copy its move rewrites in place), its event packets as
-    :func:`.pftrace_events.find` finds them, and what the join needs to plan it."""
+    :func:`.events.find` finds them, and what the join needs to plan it."""
 
     padded: np.ndarray
-    found: Packets  #: :func:`.pftrace_events.compact`
+    found: Packets  #: :func:`.events.compact`
     described: dict
 
 
@@ -89,7 +89,7 @@ def events_on(events: bytes | memoryview, found: Packets, uuids: set[int]) -> li
 
 
 def move(job: dict, part: Part | None = None) -> dict:
-    """Write one part as the whole trace numbers it (a job planned by :mod:`.pftrace_join`):
+    """Write one part as the whole trace numbers it (a job planned by :mod:`.join`):
     its descriptors (those in ``drop`` left out, ``rename``'d ones renamed and ranked), then
     its events (those on the tracks ``silent`` left out), uuids looked up in its table; to
     ``job["out"]`` if given, deflated to ``job["deflated"]`` if given. ``part``: the part as

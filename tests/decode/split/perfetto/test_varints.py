@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from iket_cli.decode.split import varints as V
+from iket_cli.decode.split.perfetto import varints as V
 from iket_cli.model import pftrace as P
 
 

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from ..tasks import indices_name
+from ...tasks import indices_name
 from . import indices
 from .layout import mapped
 
@@ -60,6 +60,7 @@ def _job(out: str, sources: list[dict], groups: list) -> dict:
     used = sorted({group[0] for group in groups})
     number = {chunk: index for index, chunk in enumerate(used)}
     return {
+        "kind": "stitch",
         "out": out,
         "sources": [sources[chunk] for chunk in used],
         "groups": [[number[group[0]], *group[1:]] for group in groups],

@@ -3,7 +3,7 @@
 import random
 import re
 
-from iket_cli.decode.split import indices
+from iket_cli.decode.split.json import indices
 
 
 def random_body(rng: random.Random, names: list[int], locs: list[int]) -> bytes:

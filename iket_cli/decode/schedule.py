@@ -1,11 +1,18 @@
 """How a decode's work is handed out: the ``--jobs`` slots, the units and stitch or join jobs
-of each split export (:class:`Batch`), and the queue that gives every batch's, in order, to
-the decode's long-lived workers (:class:`Queue`, :mod:`..serving`).
+of each split export (:class:`Batch`), the queue that gives every batch's, in order, to the
+decode's long-lived workers (:class:`Queue`), and the threads that drive those workers
+(:class:`Serving`).
 
 A stitch or a merge finishes a launch, and its launch's later work waits on it, so it goes
 before the next chunk: in the slots (:class:`Slots`, ``urgent``) and in the queue
 (:meth:`Batch.first`: any batch's jobs before any unit). A Perfetto part's move goes to the
 worker that keeps the part in its memory (:attr:`Pieces.holder`); the others pass it over.
+
+Every split export of one decode shares one queue and one set of long-lived workers
+(:class:`.workers.Server`), no more than ``--jobs``. With ``--format all`` the JSON and the
+Perfetto exports of a process so share their workers: each worker is started once, and its
+memory, faulted in by its first unit, serves the units of both (they were two sets of
+workers, each started and each faulting in its memory).
 """
 
 from __future__ import annotations
@@ -13,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..tasks import Outcome, Task
+from .tasks import Outcome, Progress, Task
+from .workers import Workers
 
 
 class Slots:
@@ -218,7 +226,7 @@ class Queue:
 
 class Pieces:
     """One job of a launch's stitch (:func:`.stitch_jobs.write`) or of a Perfetto join
-    (:func:`.pftrace_parts.move`) and the future of its answer; ``holder``: the one worker
+    (a part's move) and the future of its answer; ``holder``: the one worker
     that can write it (it keeps the part the job moves), or None."""
 
     def __init__(self, job: dict, holder: object = None) -> None:
@@ -250,3 +258,71 @@ def checked(answer: dict | None) -> dict:
     if answer.get("error"):
         raise ValueError(answer["error"])
     return answer
+
+
+class Serving:
+    """The queue of a decode's batches and the threads that each drive one worker."""
+
+    def __init__(self, workers: Workers, slots: Slots, progress: Progress, lock: threading.Lock, jobs: int):
+        self.workers, self.slots, self.progress, self.lock, self.jobs = workers, slots, progress, lock, jobs
+        self.queue = Queue()
+        self.count = 0
+        self._threads = ThreadPoolExecutor(max_workers=jobs)
+
+    def hand_out(self, batch: Batch) -> int:
+        """Give ``batch`` to the workers (more started as the work that may run at once needs
+        them, within ``--jobs``); how many of them may write its jobs side by side. If the
+        decode is being shut down (an interrupt), the batch is abandoned first."""
+        try:
+            with self.lock:
+                wanted = min(self.jobs, self.queue.add(batch))
+                for _ in range(wanted - self.count):
+                    self._threads.submit(self.serve)
+                    self.count += 1
+        except RuntimeError:  # "cannot schedule new futures after shutdown"
+            batch.abandon()
+            raise
+        return max(1, min(self.jobs, batch.most, len(batch.futures)))
+
+    def serve(self) -> None:
+        """One worker decoding units and writing jobs of any batch, one slot at a time, until
+        the decode is over (its memory reused from one to the next)."""
+        server = self.workers.server()
+        batch = unit = ended = None
+        try:
+            while (taken := self.queue.next(server, ended)) is not None:
+                batch, unit = taken
+                ended = None
+                if isinstance(unit, Pieces):
+                    with self.slots(urgent=True):
+                        batch.answered(unit, None if self.workers.cancelled else server.pieces(unit.job))
+                    continue
+                with self.slots():
+                    if self.workers.cancelled or batch.abandoned:
+                        batch.done(unit, Outcome(unit, 0.0, cancelled=True))
+                        continue
+                    with self.lock:
+                        self.progress.started(unit)
+                    outcome = server.decode(unit)
+                    if outcome.kept is not None and not batch.keeps(unit):
+                        outcome = server.spool(outcome)
+                with self.lock:
+                    self.progress.finished(outcome)
+                batch.done(unit, outcome)
+                ended, unit = ((batch, unit) if outcome.kept is not None else None), None
+        except BaseException as error:  # a bug here: its launch fails, nothing waits for ever
+            if isinstance(unit, Pieces) and not unit.future.done():
+                batch.answered(unit, None)
+            elif unit is not None and not batch.futures[unit].done():
+                batch.done(unit, Outcome(unit, 0.0, error=f"{unit.raw}: {error!r}"))
+            if batch is not None:
+                batch.abandon()
+            raise
+        finally:
+            server.close()
+
+    def close(self, *, cancel: bool = False) -> None:
+        """The decode is over (or interrupted: ``cancel``): nothing more is handed out, what
+        was not is cancelled, and every worker ends."""
+        self.queue.close()
+        self._threads.shutdown(wait=True, cancel_futures=cancel)

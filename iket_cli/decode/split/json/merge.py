@@ -26,85 +26,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
-from ...model import jsonio
-from ...model.vocab import JSON_EXPORT
-from ..tasks import indices_name, part_name, spool_name
-from . import chunks, indices
+from ....system.filesystem import copy_range, write_slices
+from ...tasks import indices_name, spool_name
+from ..launches import part_manifests
+from . import indices
 from .layout import bounds, file_bounds, mapped, tables_text
-
-#: Huge strings are written in slices, so a JSON export of any size is never held twice (and
-#: each slice's encoded copy reuses the memory of the one before: no fresh pages).
-WRITE_SLICE = 1 << 23
-
-
-@dataclass(frozen=True)
-class LaunchPart:
-    """One decodable launch of a split export: its own raw manifest and, when it is decoded
-    by CTAs (:mod:`.chunks`), its chunks' manifests and its CTAs."""
-
-    path: Path
-    chunks: tuple[Path, ...] = ()
-    ctas: int = 0
-
-    @property
-    def firsts(self) -> list[int]:
-        """Each chunk's first CTA."""
-        return chunks.firsts(self.ctas, len(self.chunks))
-
-
-def planned_parts(raw: Path, chunk_bytes: int | None = None) -> list[int]:
-    """The chunks of each launch :func:`part_manifests` would write; [] if not split."""
-    try:
-        data = jsonio.parse(raw.read_bytes())
-        return _chunk_counts(data, chunk_bytes) if isinstance(data, dict) else []
-    except (OSError, ValueError, TypeError, AttributeError):
-        return []
-
-
-def _decodable(data: dict) -> list[dict]:
-    return [
-        launch for launch in data.get("launches", []) if isinstance(launch, dict) and launch.get("canDecode")
-    ]
-
-
-def _chunk_counts(data: dict, chunk_bytes: int | None) -> list[int]:
-    if data.get("graphLaunches"):
-        return []
-    counts = [chunks.chunk_count(launch, chunk_bytes) if chunk_bytes else 1 for launch in _decodable(data)]
-    return counts if len(counts) > 1 or sum(counts) > 1 else []
-
-
-def part_manifests(
-    raw: Path, chunk_bytes: int | None = None, export: str = JSON_EXPORT
-) -> list[LaunchPart] | None:
-    """Write one raw manifest per decodable launch beside ``raw`` (and, with ``chunk_bytes``,
-    one per chunk of CTAs of each launch whose raw data exceeds it); None if not worth it.
-    Named for ``export``'s parts (:data:`..tasks.PART_PREFIX`).
-
-    The parts sit in the same folder, so their data references (relative file names; the
-    decoder aborts on absolute ones) still point at the original ``iket.data.bin``.
-    """
-    data = jsonio.parse(raw.read_bytes())
-    counts = _chunk_counts(data, chunk_bytes)
-    if not counts:
-        return None
-    parts = []
-    for number, (launch, count) in enumerate(zip(_decodable(data), counts, strict=True)):
-        path = raw.with_name(part_name(raw.name, number, None, export))
-        path.write_text(json.dumps({**data, "launches": [launch]}))
-        if count < 2:
-            parts.append(LaunchPart(path))
-            continue
-        ctas = chunks.ctas(launch)
-        pieces = []
-        for chunk_no, (first, last) in enumerate(chunks.spans(ctas, count)):
-            pieces.append(raw.with_name(part_name(raw.name, number, chunk_no, export)))
-            pieces[-1].write_text(json.dumps({**data, "launches": [chunks.chunk(launch, first, last)]}))
-        parts.append(LaunchPart(path, tuple(pieces), ctas))
-    return parts
 
 
 def spool(decoder, path: Path, *, find_indices: bool) -> None:
@@ -147,12 +75,6 @@ def export_json(raw: Path, out: Path, decoder_class) -> bool:
         for path in [*parts, *spooled]:
             path.unlink(missing_ok=True)
     return True
-
-
-def write_slices(handle, text: str) -> None:
-    """Write ``text`` to a text file in slices: the encoded copy never exceeds one slice."""
-    for start in range(0, len(text), WRITE_SLICE):
-        handle.write(text[start : start + WRITE_SLICE])
 
 
 def merge(parts: list[Path], out: Path) -> None:
@@ -288,26 +210,6 @@ def _added(counts: tuple[int, int] | None, more: tuple[int, int] | None) -> tupl
     if counts is None or more is None:
         return None
     return counts[0] + more[0], counts[1] + more[1]
-
-
-def copy_range(source, target, offset: int, count: int) -> None:
-    """``count`` bytes of ``source`` from ``offset`` onto the end of ``target``, by the kernel."""
-    target.flush()
-    try:
-        while count:
-            done = os.copy_file_range(source.fileno(), target.fileno(), count, offset)
-            if done <= 0:
-                break
-            offset, count = offset + done, count - done
-        target.seek(0, os.SEEK_END)
-    except OSError:
-        target.seek(0, os.SEEK_END)
-    if count:  # no copy_file_range here (or a short one): the rest by reads
-        source.seek(offset)
-        while count:
-            block = source.read(min(count, WRITE_SLICE))
-            target.write(block)
-            count -= len(block)
 
 
 def _key(location: dict) -> str:

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from iket_cli.decode import decoder
-from iket_cli.decode.split import chunks, join, stitch, stitch_jobs
+from iket_cli.decode.split import chunks
+from iket_cli.decode.split.json import merge as join
+from iket_cli.decode.split.json import stitch, stitch_jobs
 from iket_cli.decode.workers import Workers
 
 from conftest import kept

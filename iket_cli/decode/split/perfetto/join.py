@@ -27,10 +27,10 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...model import pftrace as P
-from ..tasks import DEFLATED, MOVED, pftrace_beside
+from ....model import pftrace as P
+from ....system.filesystem import copy_range
+from ...tasks import DEFLATED, MOVED, pftrace_beside
 from . import gzip_parts
-from .join import copy_range
 
 ROOT = 1
 SLICE_BEGIN, SLICE_END = 1, 2

@@ -6,7 +6,7 @@ import gzip
 import os
 import zlib
 
-from iket_cli.decode.split import gzip_parts
+from iket_cli.decode.split.perfetto import gzip_parts
 
 
 def test_crc32_combine_is_the_crc_of_the_concatenation():

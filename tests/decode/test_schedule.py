@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from iket_cli.decode.split.plan import Batch, Pieces, Queue, Slots, Writers
+from iket_cli.decode.schedule import Batch, Pieces, Queue, Slots, Writers
 from iket_cli.decode.tasks import Task
 
 

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from iket_cli.decode import decoder
-from iket_cli.decode.split import chunks, join, pftrace_join, pftrace_parts
+from iket_cli.decode.split import chunks
+from iket_cli.decode.split import launches as join
+from iket_cli.decode.split.perfetto import join as pftrace_join
+from iket_cli.decode.split.perfetto import parts as pftrace_parts
 from iket_cli.decode.tasks import indices_name, pftrace_beside
 from iket_cli.model import pftrace
 

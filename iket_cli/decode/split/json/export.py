@@ -1,9 +1,9 @@
 """A process's JSON export, by launches and CTA chunks, in the pool's workers, merged in order.
 
-Each launch, or each chunk of a big launch's CTAs (:mod:`.split.chunks`), is exported by the
-decode's long-lived workers (:mod:`.serving`) side by side with every other task. A launch's
-chunks are stitched (:mod:`.split.stitch`: read and planned here, their bytes written by the
-same workers, :mod:`.split.stitch_jobs`) and each launch is merged (:mod:`.split.join`) in
+Each launch, or each chunk of a big launch's CTAs (:mod:`..chunks`), is exported by the
+decode's long-lived workers (:class:`...schedule.Serving`) side by side with every other
+task. A launch's chunks are stitched (:mod:`.stitch`: read and planned here, their bytes written by the
+same workers, :mod:`.stitch_jobs`) and each launch is merged (:mod:`.merge`) in
 launch order as soon as it and those before it are done. Reading a launch's chunks (their
 tables, indices and layout) and joining their columns for the report are this process's own
 work, a few tenths of a second a big launch: a reader thread (:class:`_Reader`) does them
@@ -23,18 +23,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .split import columns, join, stitch
-from .split.plan import Batch, Writers
-from .tasks import Outcome, Task, columns_name, indices_name
+from ...schedule import Batch, Writers
+from ...tasks import Joined, Outcome, Task, columns_name, indices_name
+from ..base import failed, part_failed
+from ..launches import LaunchPart
+from . import columns, stitch
+from .merge import Merger
 
 if TYPE_CHECKING:
-    from .pool import Decoding
+    from ..base import Run
 
 
-def by_launches(run: Decoding, task: Task, launches: list[join.LaunchPart]) -> Outcome:
+def by_launches(run: Run, task: Task, launches: list[LaunchPart]) -> Outcome:
     """Export ``task`` (a JSON export) by its ``launches`` and merge them into its file; with
     ``html``, the outcome carries the trace assembled from the workers' columns."""
-    from . import decoder
+    from ... import decoder
 
     start = time.monotonic()
     out = task.out_dir / task.outputs()[0]
@@ -46,11 +49,11 @@ def by_launches(run: Decoding, task: Task, launches: list[join.LaunchPart]) -> O
     reader = _Reader(run, list(zip(parts, launches, units, strict=True)), batch, columns.wanted(task.formats))
     scanned: list = []  # each launch, as its workers scanned it (html only)
     try:
-        with join.Merger(tmp) as merger:
+        with Merger(tmp) as merger:
             for part in parts:
                 ready = reader.next()
                 if ready.failed is not None:
-                    return run.part_failed(task, ready.failed, start, batch)
+                    return part_failed(task, ready.failed, start, batch)
                 _write(run, merger, ready, writers)
                 scanned.append(_columns(ready.spooled))
                 _remove_spool(part)
@@ -60,13 +63,8 @@ def by_launches(run: Decoding, task: Task, launches: list[join.LaunchPart]) -> O
         assembled = None
         if scanned and None not in scanned:  # the report's trace, not a read of the file
             assembled = columns.assemble(out, scanned, merger.maps, merger.strings, merger.locations)
-    except OSError as error:
-        message = f"{error.strerror or error} writing {error.filename or out}"
-        return Outcome(task, time.monotonic() - start, error=message, errno=error.errno)
-    except ValueError as error:  # a part the merge cannot read (not the decoder's layout)
-        if run.workers.cancelled:  # a worker writing the launch was stopped
-            return Outcome(task, time.monotonic() - start, cancelled=True)
-        return Outcome(task, time.monotonic() - start, error=f"{task.raw}: merging its launches: {error}")
+    except (OSError, ValueError) as error:  # ValueError: a part the merge cannot read
+        return failed(run, task, start, error, out, "merging its launches")
     finally:
         batch.drained()  # no worker still writing a part's files when they are removed
         reader.close()
@@ -75,7 +73,7 @@ def by_launches(run: Decoding, task: Task, launches: list[join.LaunchPart]) -> O
             unit.raw.unlink(missing_ok=True)
             _remove_spool(unit)
     seconds = time.monotonic() - start
-    return Outcome(task, seconds, written=[out.name], counts=merger.counts, trace=assembled)
+    return Outcome(task, seconds, written=[out.name], split=Joined(merger.counts, assembled))
 
 
 @dataclass
@@ -95,7 +93,7 @@ class _Reader:
     """Reads the launches in order in a thread of its own, at most one launch ahead of the
     one being written (a read launch holds its chunks' indices in memory)."""
 
-    def __init__(self, run: Decoding, launches: list, batch: Batch, join_columns: bool) -> None:
+    def __init__(self, run: Run, launches: list, batch: Batch, join_columns: bool) -> None:
         self.run, self.batch, self.join_columns = run, batch, join_columns
         self.ready: list[Future] = [Future() for _ in launches]
         self.taken = 0
@@ -131,7 +129,7 @@ class _Reader:
                     _join_columns(ready.chunks, ready.stitched.maps, launch.ctas, ready.spooled)
                 ready.columns.set_result(None)
 
-    def _read(self, part: Task, launch: join.LaunchPart, group: list[Task]) -> _Ready:
+    def _read(self, part: Task, launch: LaunchPart, group: list[Task]) -> _Ready:
         """One launch once its parts are exported: its spool, or its chunks read for the
         stitch; the launch exported whole where they do not stitch."""
         spooled = part.out_dir / part.outputs()[0]
@@ -146,8 +144,7 @@ class _Reader:
             with self.run.slots(urgent=True):
                 return _Ready(spooled, stitch.Stitch(spools, launch.firsts, launch.ctas), chunks=spools)
         except ValueError:  # not the layout the stitch relies on: the launch exported whole
-            with self.run.slots(urgent=True):
-                done = self.run.workers.decode(part)
+            done = self.run.whole(part)
             return _Ready(spooled, failed=done if done.error or done.cancelled else None)
 
     def close(self) -> None:
@@ -161,7 +158,7 @@ class _Reader:
                 future.result().stitched.close()
 
 
-def _write(run: Decoding, merger: join.Merger, ready: _Ready, writers: Writers) -> None:
+def _write(run: Run, merger: Merger, ready: _Ready, writers: Writers) -> None:
     """Merge one launch: its spool, or its chunks stitched (into a spool of its own for the
     first launch, which becomes the output; straight into the output for a later one) by
     the workers side by side (``writers``). Only what runs here takes a slot: the workers

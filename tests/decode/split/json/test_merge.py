@@ -6,7 +6,8 @@ import shutil
 import pytest
 
 from iket_cli.decode import decoder
-from iket_cli.decode.split import join
+from iket_cli.decode.split import launches
+from iket_cli.decode.split.json import merge as join
 
 from conftest import FIXTURES
 
@@ -32,7 +33,7 @@ def test_multi_launch_capture_merges_byte_for_byte(tmp_path, exporter):
 
 def test_single_launch_is_not_split(tmp_path, exporter):
     raw = FIXTURES / "affine" / "iket" / "pid_0x204" / "iket.data.json"
-    assert join.part_manifests(raw) is None
+    assert launches.part_manifests(raw) is None
     assert join.export_json(raw, tmp_path / "x.json", exporter) is False
 
 

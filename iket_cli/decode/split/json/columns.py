@@ -18,8 +18,9 @@ from array import array
 from dataclasses import fields
 from pathlib import Path
 
-from ...model import trace as trace_mod
-from . import indices, sidecar
+from ....model import trace as trace_mod
+from .. import sidecar
+from . import indices
 
 _KINDS = ("ranges", "markers", "warps")
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import errno
 
 from iket_cli.decode import pool, tasks
-from iket_cli.decode.split import chunks, stitch
+from iket_cli.decode.split import chunks
+from iket_cli.decode.split.json import stitch
 
 from conftest import FIXTURES, kept
 

@@ -7,7 +7,7 @@ event a new track uuid, and a uuid that gains or loses a byte changes the length
 TrackEvent and of its packet: a packet walker in Python does that at about 1.6 MB/s. Here
 all packets are found at once (every ``0x0a`` whose packet chains into the next one), their
 fields skipped in lockstep, and the varints rewritten, inserted or deleted as arrays
-(:mod:`.varints`; the track descriptors: :mod:`.pftrace_tracks`); only
+(:mod:`.varints`; the track descriptors: :mod:`.tracks`); only
 packets of another shape (a key of two bytes before the uuid, a packet that is not an event)
 are walked one by one (docs/benchmarks.md, "The Perfetto export split").
 """
@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...model import pftrace as P
-from . import sidecar
+from ....model import pftrace as P
+from .. import sidecar
 from . import varints as V
 from .varints import PAD, padded
 
