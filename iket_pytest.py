@@ -34,6 +34,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "iket(max=None, p50=None, p90=None, p99=None, mean=None, **window): run the test inside an IKET "
         "window and gate its ranges ({'mainloop': '5us'}); window options as iket_cli.window's",
     )
+    if config.getoption("iket") or config.getoption("iket_all") or config.getoption("iket_baseline"):
+        # before collection: kernels compiled at a test module's import load outside run-iket
+        import iket_cli
+
+        iket_cli.prepare()
 
 
 def _wanted(item: pytest.Item) -> bool:

@@ -7,7 +7,8 @@ and raw run-iket, side by side, interleaved, ``--runs`` times each.
   ``two-pass`` (``iket profile --tracker fresh``), ``raw`` (``run-iket profile`` of the same call)
 * ``model`` (``examples/model_step.py``, bf16, its TIRx kernel's third call): ``window``
   (``--window model_tirx_kernel:affine --calls 3 --no-stop-after``: the model trains to its end),
-  ``extract`` (``--extract ... --calls 3``), ``plain`` (``python3 examples/model_step.py``)
+  ``extract`` (``--extract ... --calls 3``), ``plain`` (the model's own run, readied as iket's
+  hook readies it: :data:`PLAIN`)
 * ``big`` (``tests/fixtures/workloads/big_kernel.py``, ITERS=256, 2 launches: 4.9M events):
   ``one-pass``, ``two-pass``, ``raw``
 
@@ -30,6 +31,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+
+
+#: The model's own run as iket's hook readies it, with no window: TIRx's kernel loads outside
+#: run-iket only once its check is stood aside (``iket_cli.prepare``; run bare, it refuses).
+PLAIN = (
+    "import runpy, sys; sys.path[:0] = ['examples']; import iket_cli; iket_cli.prepare(); "
+    "runpy.run_path('examples/model_step.py', run_name='__main__')"
+)
 
 
 def _iket(*args: str) -> list[str]:
@@ -71,7 +80,7 @@ def variants(case: str, work: Path) -> tuple[dict[str, tuple[list[str], Path]], 
     return {
         "window": (windowed, work / "w"),
         "extract": (_iket("examples/model_step.py", "--extract", *chosen, "-o", str(work / "x")), work / "x"),
-        "plain": ([PY, "examples/model_step.py"], work / "plain"),
+        "plain": ([PY, "-c", PLAIN], work / "plain"),
     }, "extract"  # fmt: skip
 
 

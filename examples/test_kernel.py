@@ -1,5 +1,7 @@
-"""A kernel guarded by pytest, with iket's plugin (docs/pytest.md). On a GPU:
+"""A kernel guarded by pytest, with iket's plugin (docs/pytest.md). On a GPU (the kernel is
+compiled at import, before the first window, so later windows may open: IKET_CLI_SESSION_AGAIN):
 
+    export IKET_CLI_SESSION_AGAIN=1
     pytest examples/test_kernel.py --iket caps                  # capture each marked test
     pytest examples/test_kernel.py --iket-baseline caps          # compare with those captures
     IKET_EXAMPLE_SLOW=1 pytest examples/test_kernel.py --iket-baseline caps   # fails: slower
@@ -37,8 +39,12 @@ def spin(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
         B[tid] = acc[0]
 
 
+#: Compiled once, at import: no CUDA module loads after the first window began.
+KERNEL = IketProfiler().compile(spin, target="cuda") if torch.cuda.is_available() else None
+
+
 def run_spin():
-    kernel = IketProfiler().compile(spin, target="cuda")
+    kernel = KERNEL
     a = torch.zeros(128, device="cuda")
     b = torch.empty_like(a)
     kernel(a, b)

@@ -27,7 +27,8 @@ sys.path.insert(0, "."); from scripts.perfetto_identity import events
 w = Path(sys.argv[1])
 def shape(folder):
     (p,) = [p for p in Path(folder).glob("iket_pid_*.pftrace") if ".flows." not in p.name]
-    return Counter((tuple(n[0].decode()[:3] for n in path), dict(rest).get(23), dict(rest).get(9))
+    said = lambda rest: {n: v for n, _, v in rest}  # (field, wire type, value) triples
+    return Counter((tuple(n[0].decode()[:3] for n in path), said(rest).get(23), said(rest).get(9))
                    for (ts, path, rest), c in events(p.read_bytes()).items() for _ in range(c))
 a, b = shape(w / "w_seed"), shape(w / "runiket_seed")
 print("window's Perfetto vs the two-pass capture's (tracks by kind, slice names, types):", "same" if a == b else f"differ: {a - b} / {b - a}")

@@ -74,10 +74,13 @@ def library(tmp_path_factory) -> Path:
 
 
 def session_env(library: Path, trace: str = "plain", **more: str) -> dict[str, str]:
-    """The environment that makes iket load the stand-in, saving ``fixtures/session/<trace>``."""
+    """The environment that makes iket load the stand-in, saving ``fixtures/session/<trace>``;
+    windows after the first of a process open (``IKET_CLI_SESSION_AGAIN``: the stand-in
+    survives them; what a later window without it does is tested apart)."""
     return {
         "IKET_CLI_SESSION_LIBRARY": str(library),
         "IKET_DOUBLE_TRACE": str(FIXTURES / "session" / f"{trace}.trace.json"),
+        "IKET_CLI_SESSION_AGAIN": "1",
         **more,
     }
 

@@ -14,6 +14,7 @@ it: the test inside a window, its capture kept, its ranges gated.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import tempfile
@@ -61,10 +62,24 @@ def around(item: pytest.Item) -> Generator[None, Any, Any]:
     reason = unavailable(options.get("library"))
     if reason:
         pytest.skip(reason)
-    with Window(folder_for(item), clobber=True, **options) as window:
+    window = Window(folder_for(item), clobber=True, **options)
+    with opened(window):
         result = yield
     judge(item, window.capture, gates)
     return result
+
+
+def opened(window: Window) -> contextlib.ExitStack:
+    """``window`` entered (leaving the stack leaves it), or the test failed with iket's words
+    where it cannot open (a second window in this process, say:
+    :data:`iket_cli.pipeline.window.AGAIN_ENV`), no traceback."""
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(window)
+    except IketError as error:
+        hint = f" ({error.hint})" if error.hint else ""
+        pytest.fail(f"iket: {error.message}{hint}", pytrace=False)
+    return stack
 
 
 def judge(item: pytest.Item, capture: Capture | None, gates: dict[str, dict]) -> None:
@@ -136,7 +151,7 @@ class Opener:
         )
         if fn is None:
             return window
-        with window:
+        with opened(window):
             fn()
         judge(self.item, window.capture, {})
         return window.capture

@@ -11,7 +11,10 @@ capture's ``iket.log``, not to the terminal or the notebook.
 Several windows in one process are several captures, one after another (the library allows
 one session at a time): each needs a folder of its own, or ``clobber=True``; ``{n}`` in DIR
 is replaced by the window's number in this process (``"iket-step{n}"``). As a decorator,
-each call of the function is a window.
+each call of the function is a window. Only the first window of a process opens unless
+``IKET_CLI_SESSION_AGAIN=1`` says the later ones are safe: NVIDIA's library (4.8.1) kills the
+process with SIGSEGV in a later session once a CUDA module was loaded after the first one
+began (:data:`AGAIN_ENV`, docs/faults.md).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 from ..capture import inprocess, outdir, runiket
 from ..capture import session as session_mod
 from ..capture.staging import Staging, remove_stale
-from ..errors import CaptureError, IketError, UsageError
+from ..errors import CaptureError, IketError, SessionError, UsageError
 from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES, formats_for
 from ..system import fdsplit
 from .capture import Capture
@@ -39,6 +42,14 @@ from .window_finish import Closed, evidence, finished
 DEFAULT_DIR = "iket-window"
 #: Windows opened in this process so far (``{n}`` in DIR).
 _numbers = itertools.count(1)
+#: ``1``: open windows after the first in this process. Off by default: on an H100 (run-iket
+#: 4.8.1) a session that follows another died of SIGSEGV at its kernel's launch whenever a
+#: CUDA module had been loaded since the first began (a kernel compiled in or after the first
+#: window) and the process had worked on between them (6 of 6; 14 of 25 iket windows); with
+#: every kernel loaded before the first session, 3 of 3 lived (docs/gpu/session4/).
+AGAIN_ENV = "IKET_CLI_SESSION_AGAIN"
+#: Where the first window of this process whose session started was opened (empty: none yet).
+_started: list[str] = []
 
 
 class Window:
@@ -104,6 +115,18 @@ def window(output_dir: str | os.PathLike = DEFAULT_DIR, **options: Any) -> Windo
     return Window(output_dir, **options)
 
 
+def _not_again(first: str) -> CaptureError:
+    """Why a window after the first of this process (opened at ``first``) does not open."""
+    return SessionError(
+        f"a second window in this process was not opened (the first: {first}): NVIDIA's "
+        "in-process session (run-iket 4.8.1) kills the process (SIGSEGV) in a later session "
+        "once a CUDA module was loaded after the first began",
+        call="Start",
+        hint=f"capture each window in a process of its own (restart the kernel; iket profile --window); "
+        f"if every kernel this process runs was loaded before its first window, set {AGAIN_ENV}=1",
+    )
+
+
 def _caller() -> str:
     """``file:line`` of the code that opened the window (outside iket)."""
     frame = sys._getframe(1)
@@ -129,6 +152,8 @@ class _Open:
 
     @classmethod
     def begin(cls, owner: Window, where: str) -> _Open:
+        if _started and os.environ.get(AGAIN_ENV) != "1":
+            raise _not_again(_started[0])
         number = next(_numbers)
         path = Path(owner.output_dir.replace("{n}", str(number)))
         output = outdir.check(path, cwd=Path.cwd(), clobber=owner.clobber)
@@ -153,6 +178,7 @@ class _Open:
             self.splits.append(split.__enter__())
         self.session = session_mod.Session(lib, self.owner.settings).start()
         self.t_start = time.monotonic()
+        _started[:] = _started or [self.where]
 
     def end(self, error: BaseException | None) -> Capture | None:
         """Stop and save; publish, or keep the evidence where the block raised (it goes on)."""

@@ -25,10 +25,10 @@ CELLS = [
 ]
 
 
-def run_notebook(folder):
-    """The notebook of :data:`CELLS` executed by a fresh IPython kernel in ``folder`` (it
+def run_notebook(folder, cells=CELLS):
+    """The notebook of ``cells`` executed by a fresh IPython kernel in ``folder`` (it
     inherits this process's environment)."""
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     client = nbclient.NotebookClient(
         notebook, timeout=120, allow_errors=True, resources={"metadata": {"path": str(folder)}}
     )
@@ -65,3 +65,18 @@ def test_a_notebook_captures_cells_and_shows_them(tmp_path, library, monkeypatch
     assert "affine" in outputs(cells[6])
     assert "iket: error: output directory cap holds a previous capture" in outputs(cells[7])
     assert "Traceback" not in outputs(cells[7]) and "IketInjectionManager" not in "".join(map(outputs, cells))
+
+
+def test_a_second_window_in_a_kernel_is_refused_in_iket_words(tmp_path, library, monkeypatch):
+    """Without IKET_CLI_SESSION_AGAIN the second %%iket cell is refused (GPU: a later session
+    can kill the kernel): one line saying why and what to do, no traceback; the kernel lives."""
+    for key, value in session_env(library).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("IKET_CLI_SESSION_AGAIN")
+    cells = ["%load_ext iket_cli", "%%iket -o one\npass", "%%iket -o two\npass", "print('alive')"]
+    done = run_notebook(tmp_path, cells).cells
+    refused = outputs(done[2])
+    assert "iket: error: a second window in this process was not opened" in refused, refused
+    assert "IKET_CLI_SESSION_AGAIN=1" in refused and "Traceback" not in refused
+    assert "alive" in outputs(done[3])
+    assert manifest.read(tmp_path / "one")["status"] == "ok" and not (tmp_path / "two").exists()

@@ -108,3 +108,14 @@ def test_off_unless_asked_and_iket_cli_never_imported(pytester):
     off = pytester.runpytest_subprocess("-p", "no:iket", "--iket", "x")
     assert off.ret == pytest.ExitCode.USAGE_ERROR  # the option is gone with the plugin
     assert "unrecognized arguments: --iket" in off.stderr.str()
+
+
+def test_a_second_window_in_one_process_fails_its_test_in_iket_words(run, monkeypatch):
+    """Without IKET_CLI_SESSION_AGAIN the first marked test is captured and the next fails,
+    saying why and what to do (GPU: a later session can kill the process), no traceback."""
+    monkeypatch.delenv("IKET_CLI_SESSION_AGAIN")
+    result = run("-k", "plain or gate_passes", "--iket", "caps")
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    assert "iket: a second window in this process was not opened" in text
+    assert "IKET_CLI_SESSION_AGAIN=1" in text and "Traceback" not in text and "pytest_support.py" not in text

@@ -122,12 +122,56 @@ def test_windows_in_one_process_are_captures_of_their_own(tmp_path, library):
             pass
         print(w.capture.manifest["window"]["number"])
     """,
+        IKET_CLI_SESSION_AGAIN="1",
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "[0, 2, 4]" and lines[-1] == "6"
     assert lines[1].startswith("refused: output directory same holds a previous capture")
     assert [manifest.read(tmp_path / f"step{n}")["window"]["number"] for n in (1, 2, 3)] == [1, 2, 3]
+
+
+def test_a_second_window_is_refused_unless_said_safe(tmp_path, library):
+    """NVIDIA's library kills the process in a later session once a module was loaded after
+    the first (GPU, docs/gpu/session4/): the second window is refused before anything starts,
+    saying why and what to do; the first capture stands; a window whose session never
+    started does not count."""
+    done, called = run_script(
+        tmp_path,
+        library,
+        """
+        import os
+        import iket_cli
+        from iket_cli import IketError
+
+        library = os.environ["IKET_CLI_SESSION_LIBRARY"]
+        os.environ["IKET_CLI_SESSION_LIBRARY"] = "/nonexistent/lib.so"
+        try:
+            with iket_cli.window("never"):
+                pass
+        except IketError as error:
+            print("no library:", error.message[:40])
+        os.environ["IKET_CLI_SESSION_LIBRARY"] = library
+        with iket_cli.window("first"):
+            pass
+        try:
+            with iket_cli.window("second"):
+                print("ran")
+        except IketError as error:
+            print("refused:", error.message)
+            print("hint:", error.hint)
+            print("code:", error.exit_code)
+    """,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("no library: cannot load /nonexistent/lib.so")
+    assert lines[1].startswith("refused: a second window in this process was not opened (the first: ")
+    assert "SIGSEGV" in lines[1] and "IKET_CLI_SESSION_AGAIN=1" in lines[2] and lines[3] == "code: 1"
+    assert "ran" not in lines
+    assert manifest.read(tmp_path / "first")["status"] == "ok"
+    assert sorted(p.name for p in tmp_path.iterdir() if "second" in p.name) == []
+    assert called.count("Start") == 1, called
 
 
 @pytest.mark.parametrize(
