@@ -32,7 +32,8 @@ def command(capture_dir: Path, fmt: str, jobs: int | None, quiet: bool, as_json:
     Running it again gives the same artifacts. A missing or corrupt raw file is reported
     by name, the other processes are still decoded, and the exit status is 1.
     """
-    from ..pipeline.postprocess import decode_error, postprocess_capture
+    from ..pipeline.decoding import decode_error
+    from ..pipeline.postprocess import postprocess_capture
     from ..render.decode_progress import DecodeProgress
 
     formats = list(FORMATS) if fmt == "all" else [fmt]

@@ -1,11 +1,14 @@
-"""Decoding inside a capture: each capture folder (repeat 1's, then each repeat's) by the
-worker pool, its progress in the log, its failures as errors the capture reports."""
+"""Decoding a capture folder: the one entry point of ``iket profile`` (each capture folder,
+repeat 1's, then each repeat's, its progress in the log) and ``iket postprocess``. One plan,
+the worker pool, the lint's and report's work begun beside it (:class:`.finish.Ahead`), one
+wording of a decode that failed (:func:`decode_error`) and one of a full disk."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +17,7 @@ from ..decode import pool, prestart
 from ..decode import tasks as decode_tasks
 from ..decode.tasks import Outcome
 from ..errors import DecodeError
-from ..system.filesystem import DISK_FULL
+from ..system.filesystem import DISK_FULL, disk_full
 
 if TYPE_CHECKING:
     from ..model.trace import Trace
@@ -34,10 +37,71 @@ class _LoggedProgress(pool.Progress):
         self.transcript.line(f"[iket] decoded pid {task.pid_hex} {task.export}{task.which_launch} {verdict}")
 
 
+@dataclass
+class Decode:
+    """A folder decoded: each task's outcome, the lint's and report's work begun beside it,
+    and the seconds it took."""
+
+    folder: Path
+    outcomes: list[Outcome]
+    ahead: Ahead | None
+    seconds: float
+
+    @property
+    def error(self) -> DecodeError | None:
+        """The one error of the tasks that failed (None: none did)."""
+        failed = [o for o in self.outcomes if o.error]
+        return decode_error(failed, len(self.outcomes)) if failed else None
+
+
+def decode_folder(
+    folder: Path,
+    formats: list[str],
+    *,
+    tasks: list[decode_tasks.Task] | None = None,
+    jobs: int | None = None,
+    progress: pool.Progress | None = None,
+    cancel: threading.Event | None = None,
+    prestarted: prestart.Prestarted | None = None,
+    meanwhile: Callable[[], None] = lambda: None,
+) -> Decode:
+    """Decode every process's raw capture in ``folder`` into ``formats``, in parallel; a folder
+    of JSON traces and no raw capture (an in-process window's) gets its Perfetto traces
+    written from the JSON. ``meanwhile`` runs while the workers decode. A task that failed is
+    in the outcomes (:attr:`Decode.error`); a full disk raises :class:`DiskFullError`."""
+    start = time.monotonic()
+    tasks = decode_tasks.plan(folder, formats) if tasks is None else tasks
+    if not tasks:
+        from . import trace_exports
+
+        trace_exports.write(folder, formats)
+        return Decode(folder, [], None, round(time.monotonic() - start, 3))
+    from .finish import Ahead  # imported by the profile's preload while the passes ran
+
+    ahead = Ahead(folder, formats)
+    with pool.start(tasks, jobs=jobs, progress=progress, cancel=cancel, prestarted=prestarted) as decoding:
+        decoding.listen(ahead.assembled)
+        meanwhile()
+        outcomes = decoding.wait()
+    if any(o.errno in DISK_FULL for o in outcomes):
+        raise disk_full(folder, sum(t.output_bytes for t in tasks))
+    return Decode(folder, outcomes, ahead, round(time.monotonic() - start, 3))
+
+
+def decode_error(failed: list[Outcome], tasks: int) -> DecodeError:
+    """The one error of a decode that failed for some tasks: the first reason, the others
+    (one line per broken file) as details."""
+    reasons = list(dict.fromkeys(o.error for o in failed if o.error))
+    return DecodeError(
+        f"{len(failed)} of {tasks} decodes failed: {reasons[0]}", phase="postprocess", details=reasons[1:]
+    )
+
+
 class Decoded:
-    """Decodes a capture folder (repeat 1's, then each repeat's), adding up the seconds, and
-    keeps what each decode knows of the JSON traces it wrote for the scan and the reports
-    that follow (:meth:`counted`, :meth:`traces`): they need not read those files again."""
+    """``iket profile``'s decodes of its capture folders (repeat 1's, then each repeat's),
+    adding up the seconds; keeps what each decode knows of the JSON traces it wrote for the
+    scan and the reports that follow (:meth:`counted`, :meth:`traces`): they need not read
+    those files again. A decode that failed fails the capture."""
 
     def __init__(
         self,
@@ -56,43 +120,23 @@ class Decoded:
     def __call__(self, folder: Path) -> None:
         """Decode every process's raw capture in ``folder`` into the formats, in parallel."""
         tasks = decode_tasks.plan(folder, self.formats)
-        if not tasks:  # a window's folder: JSON traces and no raw capture (or nothing captured)
-            self._from_traces(folder)
-            return
-        self.transcript.reporter.phase("postprocess")
-        start = time.monotonic()
-        from .finish import Ahead  # imported by the profile's preload while the passes ran
-
-        ahead = Ahead(folder, self.formats)
-        try:
-            progress = _LoggedProgress(self.transcript)
-            with pool.start(
-                tasks, progress=progress, cancel=self.cancel, prestarted=self.prestarted
-            ) as decoding:
-                decoding.listen(ahead.assembled)
-                outcomes = decoding.wait()
-        finally:
-            self.close()
-        if any(o.errno in DISK_FULL for o in outcomes):
-            raise OSError(DISK_FULL[0], os.strerror(DISK_FULL[0]))  # named as a full disk by _explained
-        errors = list(dict.fromkeys(o.error for o in outcomes if o.error))
-        if errors:
-            raise DecodeError(f"decoding failed: {errors[0]}", phase="postprocess", details=errors[1:])
-        self.seconds = round((self.seconds or 0) + time.monotonic() - start, 3)
-        self._known[folder] = outcomes
-        self._ahead[folder] = ahead
-        decode_tasks.drop_traces([o for done in self._known.values() for o in done])  # over all folders
-
-    def _from_traces(self, folder: Path) -> None:
-        """The Perfetto traces of a folder that holds JSON traces alone (an in-process window's)."""
-        from . import trace_exports
-
-        if not trace_exports.traces_in(folder):
+        if not tasks and not _traces_in(folder):
             return  # nothing was captured: _missing_artifacts says so
         self.transcript.reporter.phase("postprocess")
-        start = time.monotonic()
-        trace_exports.write(folder, self.formats)
-        self.seconds = round((self.seconds or 0) + time.monotonic() - start, 3)
+        try:
+            done = decode_folder(
+                folder, self.formats, tasks=tasks, progress=_LoggedProgress(self.transcript),
+                cancel=self.cancel, prestarted=self.prestarted,
+            )  # fmt: skip
+        finally:
+            self.close()
+        if done.error is not None:
+            raise done.error
+        self.seconds = round((self.seconds or 0) + done.seconds, 3)
+        self._known[folder] = done.outcomes
+        if done.ahead is not None:
+            self._ahead[folder] = done.ahead
+        decode_tasks.drop_traces([o for done in self._known.values() for o in done])  # over all folders
 
     def close(self) -> None:
         """Let go of the prestarted workers the decode did not take (none: nothing to do)."""
@@ -117,3 +161,9 @@ class Decoded:
         """The traces ``folder``'s decode assembled, by file name; handed over once (the
         caller's reports free them), so a second call finds none."""
         return decode_tasks.take_traces(self._known.get(folder, []))
+
+
+def _traces_in(folder: Path) -> bool:
+    from . import trace_exports
+
+    return bool(trace_exports.traces_in(folder))

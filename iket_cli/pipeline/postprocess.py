@@ -15,17 +15,19 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..capture import outdir
 from ..decode import prestart
 from ..decode import tasks as tasks_mod
 from ..decode.tasks import Outcome, Progress
-from ..errors import CaptureInterrupted, DecodeError, Status, Terminated, UsageError, signal_of
+from ..errors import CaptureInterrupted, Status, Terminated, UsageError, signal_of
 from ..model import artifacts
 from ..model.vocab import FORMATS, MANIFEST_NAME, STATS_NAME, trace_glob
 from ..system import signals
-from ..system.filesystem import DISK_FULL
+
+if TYPE_CHECKING:
+    from .decoding import Decode
 
 
 def postprocess_capture(
@@ -40,20 +42,11 @@ def postprocess_capture(
     if not capture_dir.is_dir():
         raise UsageError(f"{capture_dir} is not a directory", hint="give a capture made with --keep")
     tasks = tasks_mod.plan(capture_dir, formats)
-    if not tasks:
-        from . import trace_exports
-
-        if not trace_exports.traces_in(capture_dir):
-            raise UsageError(
-                f"{capture_dir} holds no raw capture (no iket/pid_*/iket.data.json) and no JSON trace",
-                hint="capture with iket profile --keep (or run-iket --keep) to decode later",
-            )
-        with signals.as_exception():
-            try:
-                with outdir.Lock(capture_dir), _as_before_unless_done(capture_dir):
-                    return _from_traces(capture_dir, formats), [], []
-            except (KeyboardInterrupt, Terminated) as error:
-                raise CaptureInterrupted.by(signal_of(error), "", phase="postprocess") from None
+    if not tasks and not any(capture_dir.glob(trace_glob())):
+        raise UsageError(
+            f"{capture_dir} holds no raw capture (no iket/pid_*/iket.data.json) and no JSON trace",
+            hint="capture with iket profile --keep (or run-iket --keep) to decode later",
+        )
     # the workers start now, importing the decoder while this process imports the decode
     prestarted = prestart.for_tasks(tasks, jobs)
     try:
@@ -62,8 +55,8 @@ def postprocess_capture(
                 with outdir.Lock(capture_dir), _as_before_unless_done(capture_dir):
                     return _decode(capture_dir, formats, tasks, jobs, progress, prestarted)
             except (KeyboardInterrupt, Terminated) as error:  # after the decode: its lint and report
-                interrupted = CaptureInterrupted.by(signal_of(error), " after decoding", phase="postprocess")
-                raise interrupted from None
+                after = " after decoding" if tasks else ""
+                raise CaptureInterrupted.by(signal_of(error), after, phase="postprocess") from None
     finally:
         if prestarted is not None:
             prestarted.close()
@@ -109,80 +102,64 @@ def _decode(
     progress: Progress | None,
     prestarted: prestart.Prestarted | None,
 ) -> tuple[dict[str, Any], list[Outcome], list[tuple[str, str]]]:
+    """Decode (or, a folder of JSON traces alone, export from the JSON), lint, report, and
+    write the manifest: the failed tasks named in it, the others' artifacts in place."""
     from ..decode import pool
+    from .decoding import decode_folder
 
-    started = datetime.now(timezone.utc)
-    t0 = time.monotonic()
+    started, t0 = datetime.now(timezone.utc), time.monotonic()
     # what a decode that was killed (kill -9) left half-written, whatever formats it was making
     for task in tasks_mod.plan(capture_dir, list(FORMATS)):
         for leftover in pool.partials(task):
             leftover.unlink(missing_ok=True)
     had_json = frozenset(p.name for p in capture_dir.glob(trace_glob()))
-    with pool.start(tasks, jobs=jobs, progress=progress, prestarted=prestarted) as decoding:
-        # what only the end needs is imported while the workers decode, not after them
+    known: dict[str, Any] = {}
+
+    def meanwhile() -> None:  # what only the end needs, while the workers decode
         from ..model import manifest as manifest_mod
-        from ..model import record as record_mod
-        from ..system.filesystem import disk_full
-        from .finish import Ahead, finish
+        from .finish import finish  # noqa: F401
 
-        ahead = Ahead(capture_dir, formats)
-        decoding.listen(ahead.assembled)
+        existing = (capture_dir / MANIFEST_NAME).is_file()
+        known["record"] = manifest_mod.read(capture_dir) if existing else _new_manifest(capture_dir, started)
 
-        if (capture_dir / MANIFEST_NAME).is_file():
-            record = manifest_mod.read(capture_dir)
-        else:
-            record = _new_manifest(capture_dir, started)
-        outcomes = decoding.wait()
-    if any(o.errno in DISK_FULL for o in outcomes):
-        raise disk_full(capture_dir, sum(t.output_bytes for t in tasks))
+    done = decode_folder(capture_dir, formats, tasks=tasks, jobs=jobs, progress=progress,
+                         prestarted=prestarted, meanwhile=meanwhile)  # fmt: skip
+    if "record" not in known:
+        meanwhile()  # a folder of JSON traces alone: no pool ran it
+    return _finished(capture_dir, formats, known["record"], done, had_json, t0, json_only=not tasks)
+
+
+def _finished(
+    capture_dir: Path,
+    formats: list[str],
+    record: dict[str, Any],
+    done: Decode,
+    had_json: frozenset[str],
+    t0: float,
+    *,
+    json_only: bool,
+) -> tuple[dict[str, Any], list[Outcome], list[tuple[str, str]]]:
+    """Lint, report and the manifest of a decoded folder (``t0``: when its decode began)."""
+    from ..model import manifest as manifest_mod
+    from ..model import record as record_mod
+    from .finish import finish
+
+    outcomes = done.outcomes
     counted, traces = tasks_mod.known_counts(outcomes), tasks_mod.take_traces(outcomes)
     joined = tasks_mod.known_joins(outcomes)
     record["processes"] = artifacts.rescan(capture_dir, record["processes"], counted, joined)
-    finished = finish(capture_dir, record, formats, kept=had_json, traces=traces, ahead=ahead)
+    finished = finish(capture_dir, record, formats, kept=had_json, traces=traces, ahead=done.ahead)
     record["processes"] = finished.processes
     if finished.lint is not None:
         record["lint"] = finished.lint
-    record["postprocess"] = [f for f in FORMATS if f in set(record["postprocess"]) | set(formats)]
+    made = {*record["postprocess"], *formats, *(["json"] if json_only else [])}
+    record["postprocess"] = [f for f in FORMATS if f in made]
     record["phases"] = {**record["phases"], "postprocess": round(time.monotonic() - t0, 3)}
-    failed = [o for o in outcomes if o.error]
-    if failed:
+    if done.error is not None:
         record["status"] = Status.FAILED
-        record["error"] = record_mod.error_record(decode_error(failed, len(outcomes)))
+        record["error"] = record_mod.error_record(done.error)
     manifest_mod.write(capture_dir, record)
     return record, outcomes, finished.warnings
-
-
-def _from_traces(capture_dir: Path, formats: list[str]) -> dict[str, Any]:
-    """A folder of JSON traces and no raw capture (an in-process window's): its Perfetto
-    traces written from the JSON, then linted and reported like a decoded capture."""
-    from ..model import manifest as manifest_mod
-    from . import trace_exports
-    from .finish import finish
-
-    started = datetime.now(timezone.utc)
-    t0 = time.monotonic()
-    record = manifest_mod.read(capture_dir) if (capture_dir / MANIFEST_NAME).is_file() else None
-    record = record or _new_manifest(capture_dir, started)
-    trace_exports.write(capture_dir, formats)
-    record["processes"] = artifacts.rescan(capture_dir, record["processes"])
-    kept = frozenset(p.name for p in trace_exports.traces_in(capture_dir))
-    finished = finish(capture_dir, record, formats, kept=kept)
-    record["processes"] = finished.processes
-    if finished.lint is not None:
-        record["lint"] = finished.lint
-    record["postprocess"] = [f for f in FORMATS if f in {*record["postprocess"], *formats, "json"}]
-    record["phases"] = {**record["phases"], "postprocess": round(time.monotonic() - t0, 3)}
-    manifest_mod.write(capture_dir, record)
-    return record
-
-
-def decode_error(failed: list[Outcome], tasks: int) -> DecodeError:
-    """The one error of a decode that failed for some tasks: the first reason, the others
-    (one line per broken file) as details."""
-    reasons = list(dict.fromkeys(o.error for o in failed if o.error))
-    return DecodeError(
-        f"{len(failed)} of {tasks} decodes failed: {reasons[0]}", phase="postprocess", details=reasons[1:]
-    )
 
 
 def _new_manifest(capture_dir: Path, started: datetime) -> dict[str, Any]:

@@ -353,7 +353,7 @@ def test_decode_failure_keeps_previous_capture(work, double, tmp_path):
     env = {"PASSES": str(work / "passes.jsonl"), "IKET_DOUBLE_CAPTURE": str(broken)}
     result = profile(double, "-o", "cap", "--clobber", "w.py:workload", cwd=work, env=env)
     assert result.code == 1, result
-    assert "decoding failed" in result.stderr and "iket.data.bin is truncated" in result.stderr
+    assert "decodes failed: " in result.stderr and "iket.data.bin is truncated" in result.stderr
     assert snapshot(work / "cap") == before
     failed = manifest.read(work / "cap.failed")
     assert failed["error"]["phase"] == "postprocess"
