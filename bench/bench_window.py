@@ -5,15 +5,18 @@ and raw run-iket, side by side, interleaved, ``--runs`` times each.
 
 * ``seed`` (``examples/profile_affine.py``): ``one-pass`` (``iket profile --one-pass``),
   ``two-pass`` (``iket profile --tracker fresh``), ``raw`` (``run-iket profile`` of the same call)
-* ``model`` (``examples/model_step.py``, bf16, its TIRx kernel's third call): ``window``
-  (``--window model_tirx_kernel:affine --calls 3 --no-stop-after``: the model trains to its end),
-  ``extract`` (``--extract ... --calls 3``), ``plain`` (the model's own run, readied as iket's
-  hook readies it: :data:`PLAIN`)
-* ``big`` (``tests/fixtures/workloads/big_kernel.py``, ITERS=256, 2 launches: 4.9M events):
-  ``one-pass``, ``two-pass``, ``raw``
+* ``model`` (``examples/model_step.py``, bf16, its kernel's third call; ``KERNEL=cute``: the
+  CuTe DSL kernel's): ``window`` (``--window model_tirx_kernel:affine --calls 3``: the run stops
+  after the call, as ``--extract``'s record run does), ``window-whole`` (``--no-stop-after``: the
+  model trains to its end), ``extract`` (``--extract ... --calls 3``), ``plain`` (the model's own
+  run, readied as iket's hook readies it: :data:`PLAIN`)
+* ``big`` (``tests/fixtures/workloads/big_kernel.py``, ITERS=512, 3 launches: 4.87M events):
+  ``one-pass`` (with the budget the kernel needs: 1,538 timestamps a warp, passed as 2048),
+  ``one-pass-default`` (the library's 256: must say INCOMPLETE), ``two-pass``, ``raw``
 
 Prints a markdown table: median wall seconds, the ratio to the anchor (``raw``; ``extract`` for
-``model``), and what each capture holds (ranges, marks), so that equal captures are compared.
+``model``, and to ``plain``), and what each capture holds (ranges, marks), so that equal captures
+are compared; for ``model``, whether the losses of ``window-whole`` equal ``plain``'s.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def _raw(out: Path, code: str) -> list[str]:
 
 
 def variants(case: str, work: Path) -> tuple[dict[str, tuple[list[str], Path]], str]:
+    """Each variant's command line and capture folder, and the anchor's name."""
     if case == "seed":
         code = "import profile_affine as p; p.workload()"
         target = "examples/profile_affine.py:workload"
@@ -70,16 +74,24 @@ def variants(case: str, work: Path) -> tuple[dict[str, tuple[list[str], Path]], 
         code = "import big_kernel as b; b.workload()"
         target = "tests/fixtures/workloads/big_kernel.py:workload"
     if case in ("seed", "big"):
-        return {
-            "one-pass": (_iket(target, "--one-pass", "-o", str(work / "one")), work / "one"),
+        budget = ("--max-ts-cnt-per-warp", "2048") if case == "big" else ()
+        found = {
+            "one-pass": (_iket(target, "--one-pass", *budget, "-o", str(work / "one")), work / "one"),
             "two-pass": (_iket(target, "--tracker", "fresh", "-o", str(work / "two")), work / "two"),
             "raw": (_raw(work / "raw", code), work / "raw"),
-        }, "raw"
-    chosen = ("model_tirx_kernel:affine", "--calls", "3")
-    windowed = _iket("examples/model_step.py", "--window", *chosen, "--no-stop-after", "-o", str(work / "w"))
+        }
+        if case == "big":
+            found["one-pass-default"] = (_iket(target, "--one-pass", "-o", str(work / "d")), work / "d")
+        return found, "raw"
+    module = "model_cute_kernel" if os.environ.get("KERNEL") == "cute" else "model_tirx_kernel"
+    chosen = (f"{module}:affine", "--calls", "3")
+    model = "examples/model_step.py"
     return {
-        "window": (windowed, work / "w"),
-        "extract": (_iket("examples/model_step.py", "--extract", *chosen, "-o", str(work / "x")), work / "x"),
+        "window": (_iket(model, "--window", *chosen, "-o", str(work / "w")), work / "w"),
+        "window-whole": (
+            _iket(model, "--window", *chosen, "--no-stop-after", "-o", str(work / "ww")), work / "ww"
+        ),
+        "extract": (_iket(model, "--extract", *chosen, "-o", str(work / "x")), work / "x"),
         "plain": ([PY, "-c", PLAIN], work / "plain"),
     }, "extract"  # fmt: skip
 
@@ -99,6 +111,19 @@ def held(folder: Path) -> dict:
     return {"launches": launches, "ranges": ranges, "marks": marks}
 
 
+def _table(case: str, times: dict[str, list[float]], anchor: str) -> None:
+    """The markdown table: median seconds, ratios to the anchor (and to ``plain`` where run)."""
+    medians = {name: statistics.median(seconds) if seconds else None for name, seconds in times.items()}
+    others = [name for name in (anchor, "plain") if name in times]
+    heads = " | ".join(f"ratio to {name}" for name in others)
+    print(f"\n| {case} | median s | {heads} | runs |\n|---|---|{'---|' * len(others)}---|")
+    for name, median in medians.items():
+        ratios = " | ".join(
+            f"{median / medians[other]:.2f}" if median and medians[other] else "-" for other in others
+        )
+        print(f"| {name} | {median and round(median, 2)} | {ratios} | {len(times[name])} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--case", choices=("seed", "model", "big"), default="seed")
@@ -108,7 +133,7 @@ def main() -> None:
     paths = [ROOT / "examples", ROOT / "tests/fixtures/workloads", ROOT]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), os.environ.get("PYTHONPATH", "")])}
     if args.case == "big":
-        env.update(ITERS="256", LAUNCHES="2")
+        env.update(ITERS="512", LAUNCHES="3")
     work = Path(tempfile.mkdtemp(prefix="bench-window-"))
     found, anchor = variants(args.case, work)
     times: dict[str, list[float]] = {name: [] for name in found}
@@ -121,23 +146,22 @@ def main() -> None:
             losses = [
                 line.split()[-1] for line in done.stdout.splitlines() if line.startswith("model_step: step")
             ]
+            said = [line for line in done.stderr.splitlines() if "INCOMPLETE" in line][:1]
             if done.returncode != 0:
                 print(
                     f"{name} run {run + 1}: exit {done.returncode}: {done.stderr.strip()[-600:]}", flush=True
                 )
                 continue
             times[name].append(seconds)
-            out[name] = {"held": held(folder) if folder.is_dir() else None, "losses": losses}
+            out[name] = {"held": held(folder) if folder.is_dir() else None, "losses": losses, "said": said}
             print(
                 json.dumps({"variant": name, "run": run + 1, "s": round(seconds, 2), **out[name]})[:700],
                 flush=True,
             )
-    base = statistics.median(times[anchor]) if times[anchor] else None
-    print(f"\n| {args.case} | median s | ratio to {anchor} | runs |\n|---|---|---|---|")
-    for name, seconds in times.items():
-        median = statistics.median(seconds) if seconds else None
-        ratio = f"{median / base:.2f}" if median and base else "-"
-        print(f"| {name} | {median and round(median, 2)} | {ratio} | {len(seconds)} |")
+    _table(args.case, times, anchor)
+    if "plain" in out and "window-whole" in out:
+        same = out["plain"]["losses"] == out["window-whole"]["losses"]
+        print(f"\nlosses of window-whole equal plain's: {same} ({out['window-whole']['losses']})")
     if args.json:
         args.json.write_text(json.dumps({"times": times, "held": out}, indent=1))
     shutil.rmtree(work, ignore_errors=True)

@@ -14,6 +14,9 @@ order (scripts/gpu_sessions.py), did not. Variants:
   json        window, each finished with the trace JSON alone (no Perfetto, report or lint)
   samelib     window, the session library loaded once (not once a window)
   session-finish  session, with what a window does to finish its capture run between the two
+  warm        window, the kernel run once before the first (every module loaded before it)
+  warm-model  warm, the model's step run once too, then a window around the seed and one
+              around call 3 of the model's kernel (the notebook's order)
 Prints one JSON line per variant: its exit status and the last lines it printed.
 """
 
@@ -130,6 +133,16 @@ def child(variant: str, out: Path) -> None:
                 _part_of_finishing(variant.removeprefix("session-"), out / "session-1.json", out)
                 print(f"{variant}: {variant} done", flush=True)
         return
+    if variant.startswith("warm"):
+        import os
+
+        os.environ["IKET_CLI_SESSION_AGAIN"] = "1"
+        profile_affine.workload()
+        if variant == "warm-model":
+            import model_step
+
+            model_step.main()
+        print(f"{variant}: every kernel loaded", flush=True)
     options = {"clobber": True}
     if variant == "small":
         options.update(max_ts_cnt_per_warp=64, context_buffer_size=64 << 20)
@@ -139,7 +152,7 @@ def child(variant: str, out: Path) -> None:
         profile_affine.workload()
     print(f"{variant}: window 1 {first.capture.manifest['status']}", flush=True)
     print(f"{variant}: threads {[t.name for t in threading.enumerate()]}", flush=True)
-    if variant == "model":
+    if variant in ("model", "warm-model"):
         import model_step
 
         second = iket_cli.window(out / f"{variant}-2", clobber=True)
