@@ -71,6 +71,7 @@ class Options:
     trust_replay: bool = False  # --replay saved calls that this user did not record here
     window: str | None = None  # MODULE:FUNC: its chosen calls in an in-process session, one run
     one_pass: bool = False  # the whole run in one in-process session: no tracker pass, no relaunch
+    hold_until_exit: bool = False  # the CLI: a stop signal after the publish waits for the exit (Publishing)
 
     def check(self) -> None:
         """Refuse inconsistent options before anything runs (exit 2)."""

@@ -286,7 +286,6 @@ def command(ctx: click.Context, **kw: object) -> int:
     from ..pipeline.profile import profile
     from ..render import streams
     from ..render.progress import ConsoleReporter
-    from ..system import signals
     from ..system.tree import become_subreaper
 
     kind, words = ctx.meta.get("iket.workload", ("positional", []))
@@ -306,10 +305,10 @@ def command(ctx: click.Context, **kw: object) -> int:
         quiet=quiet, verbose=verbose, workload_out=sys.stderr if as_json else sys.stdout
     )
     become_subreaper()
-    signals.hold_until_exit()
     try:
         with reporter:
-            capture = profile(target, output_dir, reporter=reporter, command=["iket", *sys.argv[1:]], **kw)
+            argv = ["iket", *sys.argv[1:]]
+            capture = profile(target, output_dir, reporter=reporter, command=argv, hold_until_exit=True, **kw)
     except IketError as error:
         kept = getattr(error, "published", None) or error.failed_dir  # --strict's incomplete capture
         if as_json and kept is not None and (kept / MANIFEST_NAME).is_file():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -42,6 +43,19 @@ from ..model.vocab import (
     formats_for,
 )
 from ..system import filesystem, machine, spawn
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What every step of one capture attempt reads, built once as its log opens: the plan
+    (rechosen once by --extract's record run: a new value), the staging folder, the log,
+    the deadline of --timeout and the cancel event of ``iket run``."""
+
+    plan: Plan
+    staging: Staging
+    transcript: Transcript
+    deadline: float | None
+    cancel: threading.Event | None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ the injection's log and the traces themselves (no tracker pass, no raw capture).
 from __future__ import annotations
 
 import shutil
-import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from ..model.completeness import Completeness
 from ..model.units import parse_size
 from ..model.vocab import WINDOW_DIR
 from ..system.runner import Line
-from .attempt import Facts
+from .attempt import Attempt, Facts
 
 
 def settings(plan: Plan) -> session.Settings:
@@ -45,15 +44,9 @@ def library(plan: Plan) -> Path:
     return session.find_library(env=plan.env, dsl_packages=plan.tool.dsl_packages)
 
 
-def run(
-    plan: Plan,
-    staging: Staging,
-    transcript: Transcript,
-    facts: Facts,
-    deadline: float | None,
-    cancel: threading.Event | None,
-) -> Facts:
+def run(at: Attempt, facts: Facts) -> Facts:
     """The workload's one run; its traces moved into the capture folder."""
+    plan, staging, transcript = at.plan, at.staging, at.transcript
     folder = staging.root / WINDOW_DIR
     asked = settings(plan)
     spec = window_run.spec(plan.window, one_pass=plan.options.one_pass, folder=folder,
@@ -73,7 +66,7 @@ def run(
 
     found = window_run.run(
         plan.target, spec, python=plan.python, env=plan.env, cwd=plan.cwd, staging=staging, on_line=line,
-        deadline=deadline, limit_s=plan.options.timeout, cancel=cancel,
+        deadline=at.deadline, limit_s=plan.options.timeout, cancel=at.cancel,
     )  # fmt: skip
     staging.capture_dir.mkdir(exist_ok=True)
     window_run.moved(folder, staging.capture_dir)

@@ -24,7 +24,7 @@ from typing import Any
 from ..analysis import drift
 from ..capture import outdir, passes, runiket, stdin, trackers, warm
 from ..capture.events import Reporter
-from ..capture.passes import Transcript
+from ..capture.passes import PassResult, Transcript
 from ..capture.plan import Options, Plan, coerce_target, resolve
 from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
@@ -34,7 +34,6 @@ from ..errors import (
     CaptureError,
     CaptureInterrupted,
     CaptureKilled,
-    CaptureTimeout,
     IketError,
     IncompleteCapture,
     Status,
@@ -43,15 +42,13 @@ from ..errors import (
 )
 from ..model.completeness import headline, losses_of
 from ..model.vocab import (
-    LOG_NAME,
-    OVERHEAD_DIR,
     TRACKER_FRESH,
     TRACKER_REUSED,
     formats_for,
 )
 from ..system.signals import Publishing, as_exception
-from . import attempt, completeness, in_process, publish, repeats, reuse, saved_calls
-from .attempt import Facts
+from . import attempt, completeness, in_process, overhead_run, publish, repeats, reuse, saved_calls
+from .attempt import Attempt, Facts
 from .capture import Capture
 from .decoding import Decoded
 
@@ -103,7 +100,7 @@ def run(plan: Plan, reporter: Reporter, cancel: threading.Event | None = None) -
     ``cancel``, set from another thread, stops the capture as a Ctrl-C would (``iket run``).
     """
     started = time.monotonic()
-    publishing = Publishing()
+    publishing = Publishing(until_exit=plan.options.hold_until_exit)
     try:
         # SIGTERM outside a pass (a scheduler's stop, Slurm's scancel, while iket sets up)
         # unwinds as Ctrl-C does: the staging folder and the lock are removed. From the
@@ -228,57 +225,38 @@ def _capture(
         if not plan.in_process:
             facts = replace(facts, run_iket_argv=runiket.profile_argv(plan, staging.capture_dir))
         with attempt.logged(staging, plan, facts.run_iket_argv, reporter) as transcript:
+            # Each line one step; the facts grow a step at a time, so that a step that fails
+            # leaves those of the steps before it to the evidence (DIR.failed/manifest.json).
+            at = Attempt(plan, staging, transcript, deadline, cancel)
+            decoded = Decoded(transcript, formats, cancel, prestarted)
             if plan.in_process:
-                facts = in_process.run(plan, staging, transcript, facts, deadline, cancel)
-                decoded = Decoded(transcript, formats, cancel, prestarted)
-                decoded(staging.capture_dir)
-                facts = replace(facts, postprocess_s=decoded.seconds)
+                facts = in_process.run(at, facts)
+                facts = replace(facts, postprocess_s=_decode(at, decoded))
                 facts = replace(facts, completeness=in_process.judged(plan, staging, transcript))
             else:
                 if plan.extract is not None:
-                    facts = replace(
-                        facts, extract=saved_calls.prepare(plan, staging, transcript, deadline, cancel)
-                    )
+                    facts = replace(facts, extract=saved_calls.prepare(at))
                     plan = saved_calls.rechosen(plan, staging, staging.root / USED_TRACKER, reporter)
+                    at = replace(at, plan=plan)
                     facts = replace(facts, run_iket_argv=runiket.profile_argv(plan, staging.capture_dir))
-                if ahead is not None:
-                    reporter.phase(f"repeat 1 of {plan.options.repeat}")
-                with stdin.Forwarder(warm.socket_dir(staging.token) / STDIN_SOCKET) as forwarder:
-                    ran = passes.capture(
-                        plan, staging, transcript, deadline=deadline, cancel=cancel, extra_env=forwarder.env
-                    )
-                facts = replace(facts, passes=ran)
-                failure = ran.failure()
-                if failure is not None:
-                    failure = saved_calls.damaged(plan, staging) or failure
-                if (
-                    failure is not None
-                    and plan.tracker.mode == TRACKER_REUSED
-                    and reuse.capture_failed(failure)
-                ):
-                    raise reuse.StaleTracker(f"the capture pass failed: {failure.message}", plan.tracker)
-                if failure is not None:
-                    raise failure
-                misfit = reuse.misfit(plan, staging)
+                facts = replace(facts, passes=_passes(at, repeat_1=ahead is not None))
+                _passes_failed(at, facts.passes)
+                misfit = reuse.misfit(plan, staging)  # before the decode: it reads the passes' files
                 facts = replace(
-                    facts, annotations=attempt.collect_annotations(plan, staging, facts.started.timestamp())
+                    facts,
+                    annotations=attempt.collect_annotations(plan, staging, facts.started.timestamp()),
                 )
-                decoded = Decoded(transcript, formats, cancel, prestarted)
-                decoded(staging.capture_dir)
-                facts = replace(facts, postprocess_s=decoded.seconds)
+                facts = replace(facts, postprocess_s=_decode(at, decoded))
                 if plan.options.overhead:
-                    facts = replace(facts, overhead=_overhead(plan, staging, transcript, deadline, cancel))
+                    facts = replace(facts, overhead=overhead_run.run(at))
                 facts = replace(facts, drift=[*misfit, *_drift(staging, transcript)])
                 facts = replace(facts, completeness=completeness.check(plan, staging, transcript))
                 if not facts.drift:
                     reuse.keep(plan, staging, transcript)
                 if plan.options.repeat > 1:
-                    more = repeats.more(
-                        plan, staging, transcript, decoded, deadline=deadline, cancel=cancel, standby=ahead
+                    facts = replace(
+                        facts, repeats=_repeats(at, facts, decoded, ahead), postprocess_s=decoded.seconds
                     )
-                    ahead = None  # closed by repeats.more
-                    first = repeats.first(ran, facts.drift)
-                    facts = replace(facts, repeats=[first, *more], postprocess_s=decoded.seconds)
                 if facts.extract is not None:
                     facts = replace(facts, extract=saved_calls.checked(facts.extract, staging, transcript))
         if transcript.full is not None:
@@ -290,7 +268,7 @@ def _capture(
         raise attempt.keep_evidence(plan, staging, facts, failure, unwritten) from None
     finally:
         if ahead is not None:
-            ahead.close()
+            ahead.close()  # once more if the repeats closed it: a no-op then
         if prestarted is not None:
             prestarted.close()
     if published.manifest["status"] == Status.PARTIAL and plan.options.strict:
@@ -311,6 +289,45 @@ def _capture(
                 details=facts.drift[1:],
             )
     return published
+
+
+def _decode(at: Attempt, decoded: Decoded) -> float | None:
+    """The capture folder decoded (a failure raises); the seconds all decodes took so far
+    (None: nothing was decoded)."""
+    decoded(at.staging.capture_dir)
+    return decoded.seconds
+
+
+def _passes(at: Attempt, *, repeat_1: bool) -> PassResult:
+    """run-iket's passes: the tracker's unless reused, then the capture's."""
+    if repeat_1:
+        at.transcript.reporter.phase(f"repeat 1 of {at.plan.options.repeat}")
+    with stdin.Forwarder(warm.socket_dir(at.staging.token) / STDIN_SOCKET) as forwarder:
+        return passes.capture(
+            at.plan,
+            at.staging,
+            at.transcript,
+            deadline=at.deadline,
+            cancel=at.cancel,
+            extra_env=forwarder.env,
+        )
+
+
+def _passes_failed(at: Attempt, ran: PassResult) -> None:
+    """Raise the passes' failure, if any: a damaged replay's as such, one that a reused
+    tracker caused as :class:`reuse.StaleTracker` (the capture is made again)."""
+    failure = ran.failure()
+    if failure is None:
+        return
+    failure = saved_calls.damaged(at.plan, at.staging) or failure
+    if at.plan.tracker.mode == TRACKER_REUSED and reuse.capture_failed(failure):
+        raise reuse.StaleTracker(f"the capture pass failed: {failure.message}", at.plan.tracker)
+    raise failure
+
+
+def _repeats(at: Attempt, facts: Facts, decoded: Decoded, ahead: warm.Standby | None) -> list:
+    """Repeat 1 (the passes above) and repeats 2..N, each decoded as it ends."""
+    return [repeats.first(facts.passes, facts.drift), *repeats.more(at, decoded, ahead)]
 
 
 def _incomplete(published: Capture, reporter: Reporter, *, strict: bool) -> None:
@@ -335,44 +352,6 @@ def _preload() -> None:
     from ..analysis import overhead  # noqa: F401  (each import here is one the CLI need not wait for)
     from ..model import numscan  # noqa: F401  (numpy's import)
     from . import finish  # noqa: F401  (the lint, the report and their readers)
-
-
-def _overhead(
-    plan: Plan,
-    staging: Staging,
-    transcript: Transcript,
-    deadline: float | None,
-    cancel: threading.Event | None,
-) -> dict[str, Any]:
-    """Time the kernels once more without instrumentation; a failure here only warns.
-
-    The capture itself is complete and valid by now, so a failed comparison run is
-    recorded in the manifest (``overhead.error``) instead of failing the capture; only a
-    timeout or an interrupt (which stop everything) fail it.
-    """
-    from ..analysis import overhead as overhead_mod
-
-    transcript.reporter.phase("overhead")
-    ran = passes.plain(plan, staging, transcript, deadline=deadline, cancel=cancel)
-    if isinstance(ran.error, (CaptureTimeout, CaptureInterrupted)):
-        raise ran.error
-    plain = staging.root / OVERHEAD_DIR
-    record: dict[str, Any] = {"run_iket_s": round(ran.duration_s, 3), "kernels": [], "error": None}
-    if ran.returncode != 0:
-        tail = runiket.last_lines(ran.tail, 1)
-        record["error"] = f"the --warp-trace run failed with status {ran.returncode}: {' '.join(tail)}"
-    else:
-        try:
-            record["kernels"] = overhead_mod.measure(staging.capture_dir, plain)
-        except IketError as error:
-            record["error"] = f"could not read the --warp-trace run's traces: {error.message}"
-        if not record["kernels"] and record["error"] is None:
-            record["error"] = "the --warp-trace run recorded none of the instrumented kernels"
-    if record["error"]:
-        transcript.reporter.warn(f"--overhead: {record['error']}", f"the run's output is in {LOG_NAME}")
-    if plan.options.keep and plain.is_dir():
-        os.replace(plain, staging.capture_dir / OVERHEAD_DIR)
-    return record
 
 
 def _drift(staging: Staging, transcript: Transcript) -> list[str]:

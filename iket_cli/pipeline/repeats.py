@@ -28,6 +28,7 @@ from ..capture.plan import Plan
 from ..capture.staging import Staging
 from ..errors import CaptureInterrupted, CaptureTimeout, IketError, Status
 from ..model.vocab import INTERMEDIATES, RAW_DIR, TRACKER_DIR, TRACKER_GIVEN, repeat_dir
+from .attempt import Attempt
 
 #: A repeat's status in the manifest's ``repeats`` list.
 OK, DRIFTED, FAILED = "ok", "drifted", "failed"
@@ -71,20 +72,12 @@ def tracker_of(plan: Plan, staging: Staging) -> Path | None:
     return made if made.is_dir() else None
 
 
-def more(
-    plan: Plan,
-    staging: Staging,
-    transcript: Transcript,
-    decode,
-    *,
-    deadline: float | None,
-    cancel: threading.Event | None,
-    standby=None,
-) -> list[Repeat]:
+def more(at: Attempt, decode, standby=None) -> list[Repeat]:
     """Repeats 2..N, one after another; ``decode(folder)`` decodes one (raising on failure).
 
     ``standby``: the one started beside repeat 1 for repeat 2 (:func:`passes.ahead`).
     """
+    plan, staging, transcript, deadline, cancel = at.plan, at.staging, at.transcript, at.deadline, at.cancel
     total = plan.options.repeat
     tracker_dir = tracker_of(plan, staging)
     given = None if tracker_dir is None else trackers.Tracker(TRACKER_GIVEN, dir=tracker_dir)

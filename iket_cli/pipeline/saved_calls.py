@@ -10,7 +10,6 @@ arguments do not carry).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,16 +23,12 @@ from ..errors import IketError, UsageError
 from ..model.vocab import EXTRACT_DIR, TRACKER_FRESH, TRACKER_REUSED
 from ..system.runner import Line
 from . import reuse
+from .attempt import Attempt
 
 
-def prepare(
-    plan: Plan,
-    staging: Staging,
-    transcript: Transcript,
-    deadline: float | None,
-    cancel: threading.Event | None,
-) -> dict[str, Any]:
+def prepare(at: Attempt) -> dict[str, Any]:
     """The saved calls in ``staging``, recorded or copied; the manifest's ``extract`` record."""
+    plan, staging, transcript = at.plan, at.staging, at.transcript
     assert plan.extract is not None
     folder = staging.root / EXTRACT_DIR
     chosen = plan.extract
@@ -61,9 +56,9 @@ def prepare(
         token=staging.token,
         procs=staging.root / record_run.RECORD_PROCS,
         on_line=line,
-        deadline=deadline,
+        deadline=at.deadline,
         limit_s=plan.options.timeout,
-        cancel=cancel,
+        cancel=at.cancel,
         on_tick=staging.recorder.update,
         transcript=transcript,
     )

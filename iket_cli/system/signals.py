@@ -47,24 +47,9 @@ def as_exception() -> Iterator[None]:
     try:
         yield
     finally:
-        if not _held_to_exit:  # else a published capture's hold stays (see hold_until_exit)
-            for signum, before in previous.items():
+        for signum, before in previous.items():
+            if signal.getsignal(signum) is handler:  # else a published capture's hold took over
                 signal.signal(signum, before)
-
-
-#: Whether a published capture's hold lasts until the process exits (the CLI, which ends right
-#: after it: ``cli.main`` then puts its own handlers in), rather than until the ``with`` block
-#: ends (the Python API, whose caller goes on).
-_until_exit = False
-#: Set once such a hold has begun: nothing puts the handlers back before the CLI exits.
-_held_to_exit = False
-
-
-def hold_until_exit() -> None:
-    """Called by the CLI before a capture: once published, a stop signal before the process
-    exits is only recorded (the capture stands; the command ends with success)."""
-    global _until_exit
-    _until_exit = True
 
 
 class Publishing:
@@ -73,9 +58,15 @@ class Publishing:
     warning), not acted on. Python runs signal handlers in the main thread whichever thread
     the signal reached, so swapping the handlers holds them for the whole process. Outside
     the main thread it does nothing (a job of ``iket run``: its Ctrl-C reaches the main
-    thread, which cancels the job)."""
+    thread, which cancels the job).
 
-    def __init__(self) -> None:
+    ``until_exit``: once published, the hold lasts until the process exits, not until the
+    block ends: the CLI, which ends right after the capture (``cli.main`` then puts its own
+    handlers in), so that a stop signal then leaves a command that succeeded; the Python
+    API's caller goes on, and gets its handlers back."""
+
+    def __init__(self, *, until_exit: bool = False) -> None:
+        self.until_exit = until_exit
         self.arrived: list[signal.Signals] = []
         #: What was published, once it was: a stop signal from then on only adds to ``arrived``.
         self.published: Any = None
@@ -89,17 +80,13 @@ class Publishing:
             self.arrived.append(signal.Signals(signum))
 
         self._previous = {signum: signal.signal(signum, record) for signum in ALL_STOPS}
-        global _held_to_exit
-        _held_to_exit = _until_exit
 
     def __enter__(self) -> Publishing:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        global _held_to_exit
-        if _held_to_exit and self.published is not None:
+        if self.until_exit and self.published is not None:
             return  # the CLI's main replaces the recording handlers as it exits
-        _held_to_exit = False
         previous, self._previous = self._previous, {}
         for signum, before in previous.items():
             signal.signal(signum, before)
