@@ -12,9 +12,10 @@ Several windows in one process are several captures, one after another (the libr
 one session at a time): each needs a folder of its own, or ``clobber=True``; ``{n}`` in DIR
 is replaced by the window's number in this process (``"iket-step{n}"``). As a decorator,
 each call of the function is a window. Only the first window of a process opens unless
-``IKET_CLI_SESSION_AGAIN=1`` says the later ones are safe: NVIDIA's library (4.8.1) kills the
-process with SIGSEGV in a later session once a CUDA module was loaded after the first one
-began (:data:`AGAIN_ENV`, docs/faults.md).
+``IKET_CLI_SESSION_AGAIN=1`` asks for the later ones at the process's risk: NVIDIA's library
+(4.8.1) kills the process with SIGSEGV in a later session, surely once a CUDA module was
+loaded after the first one began, and at times even when none was (:data:`AGAIN_ENV`,
+docs/capture.md).
 """
 
 from __future__ import annotations
@@ -119,11 +120,10 @@ def _not_again(first: str) -> CaptureError:
     """Why a window after the first of this process (opened at ``first``) does not open."""
     return SessionError(
         f"a second window in this process was not opened (the first: {first}): NVIDIA's "
-        "in-process session (run-iket 4.8.1) kills the process (SIGSEGV) in a later session "
-        "once a CUDA module was loaded after the first began",
+        "in-process session (run-iket 4.8.1) can kill the process (SIGSEGV) in a later session",
         call="Start",
         hint=f"capture each window in a process of its own (restart the kernel; iket profile --window); "
-        f"if every kernel this process runs was loaded before its first window, set {AGAIN_ENV}=1",
+        f"{AGAIN_ENV}=1 opens it anyway, at the risk of this process",
     )
 
 
