@@ -97,8 +97,9 @@ def variants(case: str, work: Path) -> tuple[dict[str, tuple[list[str], Path]], 
 
 
 def held(folder: Path) -> dict:
-    """Ranges and marks per name in the capture's trace JSON (json.load: an independent count)."""
-    ranges, marks, launches = {}, {}, 0
+    """Ranges and marks per name in the capture's trace JSON (json.load: an independent count),
+    and each range name's median duration in ns (``p50``)."""
+    ranges, marks, launches, spans = {}, {}, 0, {}
     for path in sorted(folder.glob("iket_pid_*.trace.json")):
         trace = json.loads(path.read_text())
         names = trace["stringTable"]
@@ -106,9 +107,11 @@ def held(folder: Path) -> dict:
             launches += 1
             for r in launch["ranges"]:
                 ranges[names[r["rangeNameIdx"]]] = ranges.get(names[r["rangeNameIdx"]], 0) + 1
+                spans.setdefault(names[r["rangeNameIdx"]], []).append(r["endTs"] - r["startTs"])
             for m in launch["markers"]:
                 marks[names[m["markerNameIdx"]]] = marks.get(names[m["markerNameIdx"]], 0) + 1
-    return {"launches": launches, "ranges": ranges, "marks": marks}
+    p50 = {name: statistics.median_low(values) for name, values in spans.items()}
+    return {"launches": launches, "ranges": ranges, "marks": marks, "p50": p50}
 
 
 def _table(case: str, times: dict[str, list[float]], anchor: str) -> None:
