@@ -31,18 +31,19 @@ sys.path.insert(0, str(ROOT))
 
 from iket_cli.analysis import diff, gate  # noqa: E402  (the checkout's, wherever this runs)
 from iket_cli.model import manifest  # noqa: E402
+from iket_cli.model.reading import open_capture  # noqa: E402
 
 
 def singles(location: Path) -> list[dict]:
     """Each counted repeat's instances, by (kernel, range)."""
-    record, found = manifest.read(location), diff.by_repeat(location)  # each trace read once
+    record, found = manifest.read(location), diff.by_repeat(open_capture(location))  # each trace read once
     return [found[r["index"]] for r in record["repeats"] if r["status"] == "ok"]
 
 
 def figures(unchanged: list[Path], slower: Path, thresholds: list[float], splits: int) -> dict:
-    per = [diff.per_repeat(p, "median") for p in unchanged]
+    per = [diff.per_repeat(open_capture(p), "median") for p in unchanged]
     pooled = {key: [v for values in per for v in values[key]] for key in per[0]}
-    changed = diff.per_repeat(slower, "median")
+    changed = diff.per_repeat(open_capture(slower), "median")
     quiet = [s for p in unchanged for s in singles(p)]
     loud = singles(slower)
     rng = random.Random(18)

@@ -28,13 +28,12 @@ import fnmatch
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import UsageError
 from ..model import trace as trace_mod
 from ..model.annotations import dags_for
-from ..model.folder import find_traces, manifest_of
 from ..model.names import Namer, short
+from ..model.reading import Opened
 from ..model.vocab import DIFF_STATS, TIMER_STEP_NS
 from . import gate, launches, spread, stages
 from .stats import nearest_rank
@@ -68,27 +67,13 @@ class Change:
 ByRepeat = dict[int, dict[tuple[str, str], list[int]]]
 
 
-def instances(location: Path, repeat: int | None = None) -> dict[tuple[str, str], list[int]]:
-    """Every range duration of a capture, by (kernel, range name), pooled over processes
-    (of one repeat, where ``repeat`` is given)."""
-    found = by_repeat(location)
-    return found.get(repeat, {}) if repeat is not None else _pooled(found)
-
-
-def by_repeat(location: Path) -> ByRepeat:
+def by_repeat(opened: Opened) -> ByRepeat:
     """Every range duration (and launch span) of a capture, by (kernel, range name), pooled
     over processes, per repeat: each trace read once, its repeat taken from the manifest."""
-    record = manifest_of(location) or {}
-    folder = location if Path(location).is_dir() else Path(location).parent
-    repeat_of = {
-        str(folder / p["artifacts"]["trace_json"]["path"]): p.get("repeat") or 1
-        for p in record.get("processes", [])
-        if "trace_json" in p["artifacts"]
-    }
     found: ByRepeat = defaultdict(lambda: defaultdict(list))
-    for _, path in find_traces(location):
-        into = found[repeat_of.get(str(path), 1)]
-        loaded = trace_mod.load(path)
+    for seen, loaded in opened.unfiltered():
+        path = seen.path
+        into = found[(seen.beside.process or {}).get("repeat") or 1]
         named = set()  # the trace's own (kernel, range name) rows
         for launch in loaded.launches:
             r = launch.ranges
@@ -116,16 +101,16 @@ def _apart(key: tuple[str, str], named: set[tuple[str, str]]) -> tuple[str, str]
     return kernel, label
 
 
-def bound_moves(base: Path, new: Path) -> list[str]:
+def bound_moves(base: Opened, new: Opened) -> list[str]:
     """Where the stage that bounds a kernel is not the same in NEW as in BASE: one line each
     (information, not a failure: the gate judges the periods themselves)."""
 
-    def bounds(location: Path) -> dict[str, str | None]:
+    def bounds(opened: Opened) -> dict[str, str | None]:
         found = {}
-        for _, path in find_traces(location):
-            dags = dags_for(path)
+        for seen in opened.found:
+            dags = dags_for(seen.path)
             if dags:
-                for pipe in stages.pipelines(trace_mod.load(path), dags, None):
+                for pipe in stages.pipelines(trace_mod.load(seen.path), dags, None):
                     found.setdefault(pipe.kernel, pipe.bound)
         return found
 
@@ -146,14 +131,14 @@ def _pooled(found: ByRepeat) -> dict[tuple[str, str], list[int]]:
 
 
 def per_repeat(
-    location: Path, stat: str, found: ByRepeat | None = None
+    opened: Opened, stat: str, found: ByRepeat | None = None
 ) -> dict[tuple[str, str], list[float]] | None:
     """The statistic of each (kernel, range) in each counted repeat of a repeated capture;
     None for a capture made once. ``found``: :func:`by_repeat` of it, where already read."""
-    record = manifest_of(location)
+    record = opened.manifest
     if not spread.repeated(record):
         return None
-    found = by_repeat(location) if found is None else found
+    found = by_repeat(opened) if found is None else found
     result: dict[tuple[str, str], list[float]] = defaultdict(list)
     for repeat in record["repeats"]:
         if repeat["status"] in spread.COUNTED:
@@ -214,7 +199,15 @@ def threshold_for(rules: list[tuple[str, float]], kernel: str, name: str) -> flo
     return None
 
 
-def compare(base: Path, new: Path, *, stat: str = "median", fail_over: str | None = None) -> list[Change]:
+@dataclass(frozen=True)
+class Compared:
+    """``iket diff``'s value: the changes by impact, and the statistic compared."""
+
+    changes: list[Change]
+    stat: str
+
+
+def compare(base: Opened, new: Opened, *, stat: str = "median", fail_over: str | None = None) -> list[Change]:
     """All (kernel, range) changes from ``base`` to ``new``, by impact."""
     if stat not in DIFF_STATS:
         raise UsageError(f"unknown --stat {stat!r}", hint=f"use one of {', '.join(DIFF_STATS)}")

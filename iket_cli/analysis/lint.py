@@ -32,8 +32,9 @@ from typing import Any
 
 from ..model import rawevents
 from ..model.completeness import LINT_CODES, UNKNOWN
-from ..model.folder import beside
+from ..model.folder import Beside, beside
 from ..model.names import short as short_name
+from ..model.reading import Opened
 from ..model.trace import Trace
 from ..model.vocab import PAYLOAD_TYPES, PUSH_POP, START_END, TIMER_STEP_NS, WARP_TRACE
 from .completeness import EMPTY_CANDIDATES, from_trace
@@ -72,14 +73,36 @@ class Finding:
         return asdict(self)
 
 
-def lint_file(path: Path, trace: Trace) -> list[Finding]:
-    """:func:`lint` of the trace at ``path`` with what its capture folder adds: the payload
-    types compiled, the raw capture's counts, or else the raw findings recorded at capture,
-    and the DAG edges whose arrows no rule could pair."""
+@dataclass
+class Linted:
+    """One process of a capture, linted: its label, its trace, the findings."""
+
+    process: str
+    trace: str
+    findings: list[Finding]
+
+    def to_dict(self) -> dict:
+        findings = [f.to_dict() for f in self.findings]
+        return {"process": self.process, "trace": self.trace, "findings": findings}
+
+
+def lint_capture(opened: Opened) -> list[Linted]:
+    """Every process of an opened capture, linted (each trace loaded in turn)."""
+    return [
+        Linted(found.label, str(found.path), lint_file(found.path, trace, found.beside))
+        for found, trace in opened.unfiltered()
+    ]
+
+
+def lint_file(path: Path, trace: Trace, context: Beside | None = None) -> list[Finding]:
+    """:func:`lint` of the trace at ``path`` with what its capture folder adds (``context``;
+    read here where not given): the payload types compiled, the raw capture's counts, or
+    else the raw findings recorded at capture, and the DAG edges whose arrows no rule could
+    pair."""
     from ..model.annotations import dags_for
     from .flows import pair
 
-    found = beside(path)
+    found = beside(path) if context is None else context
     raw = rawevents.read(found.raw) if found.raw else None
     sites = (found.process or {}).get("payload_sites")
     dags = dags_for(path)

@@ -10,11 +10,8 @@ row follows.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
 
-from ..model import trace as trace_mod
-from ..model.folder import find_traces
+from ..model.reading import Opened
 from ..model.trace import Columns, Trace
 from ..model.vocab import PAYLOAD_TYPES
 
@@ -38,16 +35,12 @@ class PayloadRow:
         return asdict(self)
 
 
-def payloads_capture(location: Path, **filters: Any) -> list[dict]:
-    """Per process of a capture: its label, trace path and payload rows (after ``filters``,
-    those of :func:`iket_cli.model.trace.select`)."""
+def payloads_capture(opened: Opened) -> list[dict]:
+    """Per process of a capture: its label, trace path and payload rows (after the capture's
+    filters, those of :func:`iket_cli.model.trace.select`)."""
     return [
-        {
-            "process": label,
-            "trace": str(path),
-            "payloads": payloads(trace_mod.select(trace_mod.load(path), **filters)),
-        }
-        for label, path in find_traces(location)
+        {"process": found.label, "trace": str(found.path), "payloads": payloads(trace)}
+        for found, trace in opened.traces()
     ]
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ToolchainError, UsageError
+from ..model.reading import open_capture
 from ..model.vocab import LATER_TABLES, TABLE_NAMES
 from . import tables as tables_mod
 
@@ -63,7 +64,10 @@ def needed(query: str) -> tuple[str, ...]:
 def gather(captures: list[tuple[str, Path]], only: tuple[str, ...] = TABLE_NAMES) -> dict[str, Any]:
     """The tables in ``only`` of every ``(name, location)``, the captures' rows one after another."""
     pa = tables_mod.require()
-    built = [_exported(where, name, only) or tables_mod.build(where, name, only) for name, where in captures]
+    built = [
+        _exported(where, name, only) or tables_mod.build(open_capture(where), name, only)
+        for name, where in captures
+    ]
     joined = {}
     for table in only:
         parts = [b[table] for b in built if b[table].num_rows or len(built) == 1]

@@ -16,8 +16,9 @@ from ..errors import UsageError
 from ..model import trace as trace_mod
 from ..model.annotations import Roles, roles_for
 from ..model.artifacts import untraced as raw_untraced
-from ..model.folder import Beside, beside, find_traces, manifest_of
+from ..model.folder import Beside, beside
 from ..model.names import Namer, demangle, matches
+from ..model.reading import Opened
 from ..model.trace import Launch, Trace
 from ..model.vocab import GROUPINGS, RANGE_TYPES, ROLES_NAME
 from . import launch_parts
@@ -122,33 +123,34 @@ def to_dict(summary: list[KernelSummary]) -> list[dict]:
 
 
 def summarize_capture(
-    location: Path,
+    opened: Opened,
     *,
     by: str = "kernel",
     top: int | None = None,
     roles_file: Path | None = None,
-    **filters: Any,
 ) -> list[dict]:
     """Per process and group: its label, trace path, lint findings and per-kernel summary.
 
-    ``filters`` are those of :func:`iket_cli.model.trace.select`; ``by`` splits each trace
+    The capture's filters (:attr:`Opened.filters`) are those of
+    :func:`iket_cli.model.trace.select`; ``by`` splits each trace
     into groups (``kernel``: none; ``launch``; ``cta``, ``warp`` or ``sm``; ``role``: the
     warp roles of ``roles_file`` or of the capture's ``kernel_symbols.json``); ``top`` keeps
     the ranges with the largest total time.
     """
     if by not in GROUPINGS:
         raise UsageError(f"unknown --by {by!r}", hint=f"use one of {', '.join(GROUPINGS)}")
+    location, filters = opened.location, opened.filters
     roles = roles_for(location, roles_file) if by == "role" else None
     if by == "role" and roles is None:
         raise UsageError(
             f"{location} has no warp roles (no {ROLES_NAME})",
             hint="pass --roles FILE: the kernel_symbols.json CuTe DSL's dump_profiling_metadata wrote",
         )
-    loaded = [(label, path, trace_mod.load(path), beside(path)) for label, path in find_traces(location)]
+    loaded = [(found.label, found.path, trace, found.beside) for found, trace in opened.unfiltered()]
     symbols = [launch.kernel for _, _, trace, _ in loaded for launch in trace.launches]
     others = [u["kernel"] for *_, found in loaded for u in _untraced(found)]
     namer = Namer([*symbols, *others])
-    record = manifest_of(location)
+    record = opened.manifest
     if spread_mod.repeated(record) and by != "launch":  # launch N is a launch of one repeat
         result = _summarize_repeats(loaded, record, by=by, top=top, roles=roles, namer=namer, filters=filters)
     else:

@@ -20,8 +20,8 @@ from typing import Any
 from ..errors import ToolchainError
 from ..model import labels
 from ..model import trace as trace_mod
-from ..model.folder import beside, find_traces
 from ..model.names import Namer, demangle
+from ..model.reading import Opened
 from ..model.trace import Columns, Launch, Trace
 from ..model.vocab import PAYLOAD_TYPES, PUSH_POP, TABLE_NAMES, pid_of
 from . import enclosing
@@ -54,12 +54,12 @@ def require(what: str = "iket export and iket sql"):
     return pyarrow
 
 
-def build(location: Path, capture: str = "", only: tuple[str, ...] = TABLE_NAMES) -> dict[str, Any]:
-    """The tables of a capture directory, manifest or trace, named as in TABLE_NAMES (those
-    in ``only``); ``capture`` fills each table's ``capture`` column (``iket sql base=A new=B``)."""
+def build(opened: Opened, capture: str = "", only: tuple[str, ...] = TABLE_NAMES) -> dict[str, Any]:
+    """The tables of an opened capture, named as in TABLE_NAMES (those in ``only``);
+    ``capture`` fills each table's ``capture`` column (``iket sql base=A new=B``)."""
     pa = require()
     parts: dict[str, list] = defaultdict(list)
-    for name, chunk in chunks(location, capture, only):
+    for name, chunk in chunks(opened, capture, only):
         parts[name].append(chunk)
     return {
         name: pa.concat_tables(parts[name]) if parts[name] else _empty(pa)
@@ -69,15 +69,13 @@ def build(location: Path, capture: str = "", only: tuple[str, ...] = TABLE_NAMES
 
 
 def chunks(
-    location: Path, capture: str = "", only: tuple[str, ...] = TABLE_NAMES
+    opened: Opened, capture: str = "", only: tuple[str, ...] = TABLE_NAMES
 ) -> Iterator[tuple[str, Any]]:
     """``(table, rows)``: the tables in ``only`` a piece at a time (a process, a launch), so
     that a writer holds one piece, not the whole capture; ``kernels`` comes last."""
     pa = require()
     kinds = tuple(sorted({kind for name in only for kind in _READS[name]}))
-    found = [
-        (label, path, trace_mod.load(path, kinds), beside(path)) for label, path in find_traces(location)
-    ]
+    found = [(seen.label, seen.path, trace, seen.beside) for seen, trace in opened.unfiltered(kinds)]
     namer = Namer(launch.kernel for _, _, trace, _ in found for launch in trace.launches)
     launches: list[dict[str, Any]] = []  # one row each: a table of their own at the end
     shaped: set[str] = set()  # tables with a piece already: an empty piece adds nothing more

@@ -43,8 +43,8 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
     """
     from ..analysis import diff, gate
     from ..model.completeness import headline
-    from ..model.folder import manifest_of
-    from ..render import diff as diff_view
+    from ..model.reading import open_capture
+    from ..render import formats
     from ..render.text import shown
 
     if html_out is not None:
@@ -52,23 +52,24 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
         from ..render import report
 
         outputs.check_file(html_out, [base, new], what="HTML report")
-    changes = diff.compare(base, new, stat=stat, fail_over=fail_over)
-    diff_view.render(changes, fmt, sys.stdout, stat)
-    for moved in diff.bound_moves(base, new):  # information, on stderr: stdout stays the table
+    opened = {"BASE": open_capture(base), "NEW": open_capture(new)}
+    changes = diff.compare(opened["BASE"], opened["NEW"], stat=stat, fail_over=fail_over)
+    formats.write("diff", diff.Compared(changes, stat), fmt, sys.stdout)
+    for moved in diff.bound_moves(opened["BASE"], opened["NEW"]):  # information: stdout stays the table
         sys.stderr.write(f"iket: {moved}\n")
     if html_out is not None:
         from dataclasses import asdict
 
         from ..model import atomic
 
-        page = report.build_diff(base, new, [asdict(c) for c in changes], stat)
+        page = report.build_diff(opened["BASE"], opened["NEW"], [asdict(c) for c in changes], stat)
         atomic.write(html_out, page)
         sys.stderr.write(f"iket: wrote {html_out}\n")
-    sides = {"BASE": base, "NEW": new}
-    lost = {name: headline(manifest_of(side)) for name, side in sides.items()}
+    lost = {name: headline(side.manifest) for name, side in opened.items()}
     for name, line in lost.items():
         if line:
-            sys.stderr.write(f"iket: warning: {name} ({shown(str(sides[name]))}) {shown(line)}\n")
+            where = shown(str(opened[name].location))
+            sys.stderr.write(f"iket: warning: {name} ({where}) {shown(line)}\n")
     failed = gate.verdict(changes, fail_over, unmatched_fails=fail_over is not None)
     incomplete = [name for name, line in lost.items() if line]
     if fail_over is not None and incomplete:  # said first: it may be why ranges went missing

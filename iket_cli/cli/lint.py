@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -21,23 +20,13 @@ def command(capture: Path, fmt: str, strict: bool) -> int:
     """Check CAPTURE (a capture directory, its manifest.json or a *.trace.json) for launches
     without events, too many or too long event names, ranges at the timer's resolution,
     ranges never closed (which the decoder drops) and event names with two payload types."""
-    from ..analysis import lint
-    from ..model import trace as trace_mod
-    from ..model.folder import find_traces
-    from ..render.tables import lint_lines
+    from ..analysis.lint import lint_capture
+    from ..model.reading import open_capture
+    from ..render import formats
 
-    report = []
-    for label, path in find_traces(capture):
-        findings = lint.lint_file(path, trace_mod.load(path))
-        report.append({"process": label, "trace": str(path), "findings": [f.to_dict() for f in findings]})
-        if fmt == "text":
-            for line in lint_lines(findings):
-                sys.stdout.write(f"{label}: {line}\n")
-    if fmt == "json":
-        sys.stdout.write(json.dumps({"processes": report}, indent=2) + "\n")
-    total = sum(len(p["findings"]) for p in report)
-    if fmt == "text" and not total:
-        sys.stdout.write("iket: no instrumentation problem found\n")
+    report = lint_capture(open_capture(capture))
+    formats.write("lint", report, fmt, sys.stdout)
+    total = sum(len(p.findings) for p in report)
     if strict and total:
         raise CaptureError(f"{total} instrumentation finding(s)", phase="lint")
     return 0

@@ -96,45 +96,56 @@ def command(
     from the start of the enclosing range.
     """
     from ..errors import UsageError
-    from ..render import tables
+    from ..model.reading import open_capture
+    from ..render import formats
 
     if wait_pattern is not None and not pipeline:
         raise UsageError(
             "--wait-pattern needs --pipeline", hint="iket show CAPTURE --pipeline --wait-pattern GLOB"
         )
+    opened = open_capture(capture, **filters)
     if pipeline:
-        return _pipeline(capture, fmt, roles_file, wait_pattern or WAIT_PATTERN, filters)
+        from ..analysis.stages_capture import pipelines_capture
+
+        found = pipelines_capture(opened, roles_file, wait_pattern or WAIT_PATTERN)
+        formats.write("pipeline", found, fmt, _out(fmt))
+        return 0
     if timeline:
-        from ..model import trace as trace_mod
-        from ..model.folder import find_traces
         from ..render import timeline as timeline_mod
 
-        for label, path in find_traces(capture):
-            chosen = trace_mod.select(trace_mod.load(path), **filters)
-            sys.stdout.write(f"pid {label}\n")
+        for seen, chosen in opened.traces():
+            sys.stdout.write(f"pid {seen.label}\n")
             timeline_mod.render(chosen, sys.stdout, launch=0, width=width)  # the first that matches
         return 0
     if payload:
         from ..analysis.payloads import payloads_capture
 
-        found = payloads_capture(capture, **filters)
+        found = payloads_capture(opened)
         if not any(p["payloads"] for p in found):
             sys.stderr.write(f"iket: no event in {capture} carries a payload\n")
             return 0
-        tables.render_payloads(found, fmt, _out(fmt))
+        formats.write("payloads", found, fmt, _out(fmt))
         return 0
     from ..analysis.summary import summarize_capture
+
+    processes = summarize_capture(opened, by=by, top=top, roles_file=roles_file)
+    formats.write("summary", processes, fmt, _out(fmt))
+    _said_beside(opened, processes)
+    return 0
+
+
+def _said_beside(opened, processes: list[dict]) -> None:
+    """On stderr (stdout stays the report): each process's lint findings, a replay's line,
+    and a capture whose status says its tables show only part of it (an error)."""
     from ..errors import CaptureError
-    from ..model.folder import manifest_of
     from ..model.manifest import replay_line
+    from ..render.tables import lint_lines
     from ..render.text import shown
 
-    processes = summarize_capture(capture, by=by, top=top, roles_file=roles_file, **filters)
-    tables.RENDERERS[fmt](processes, _out(fmt))
-    for process in processes:  # warnings go to stderr: stdout stays the report
-        for line in tables.lint_lines(process["findings"]):
+    for process in processes:
+        for line in lint_lines(process["findings"]):
             sys.stderr.write(f"{process['process']}: {line}\n")
-    record = manifest_of(capture)
+    record = opened.manifest
     if record is not None and replay_line(record):
         sys.stderr.write(f"iket: this capture is {shown(replay_line(record))}\n")
     if record is not None and record["status"] not in SHOW_STATUSES:
@@ -143,48 +154,6 @@ def command(
             f"this capture's status is {record['status']}{f' ({said})' if said else ''}: the tables "
             "show only what was decoded",
             hint="decode it again (iket postprocess DIR) or capture again",
-        )
-    return 0
-
-
-def _pipeline(capture: Path, fmt: str, roles_file: Path | None, wait_pattern: str, filters: dict) -> int:
-    """``--pipeline``: the stage analysis of each trace of CAPTURE."""
-    from ..analysis import stages
-    from ..errors import UsageError
-    from ..model import annotations
-    from ..model import trace as trace_mod
-    from ..model.folder import find_traces
-    from ..render import pipeline as pipeline_mod
-
-    found = []
-    for label, path in find_traces(capture):
-        loaded = trace_mod.select(trace_mod.load(path), **filters)
-        _some_work(loaded, wait_pattern)
-        roles = annotations.roles_for(path, roles_file)
-        pipes = stages.pipelines(loaded, annotations.dags_for(path), roles, wait_pattern)
-        if pipes:
-            found.append((label, pipes))
-    if not found:
-        raise UsageError(
-            f"no kernel in {capture} has stages: it has no DAG (*.iket_dag.json) and no warp roles",
-            hint="write the DAG with iket.dag(name) in CuTe DSL, or give --roles kernel_symbols.json",
-        )
-    pipeline_mod.render(found, fmt, _out(fmt))
-    return 0
-
-
-def _some_work(loaded, wait_pattern: str) -> None:
-    """A wait pattern that every range matches leaves no work to bound a pipeline (exit 2)."""
-    import fnmatch
-
-    from ..errors import UsageError
-
-    used = {int(i) for launch in loaded.launches for i in set(launch.ranges.name)}
-    names = [loaded.name(i) for i in used]
-    if names and all(fnmatch.fnmatchcase(name, wait_pattern) for name in names):
-        raise UsageError(
-            f"--wait-pattern {wait_pattern!r} matches every range, so no stage does any work",
-            hint="match only the ranges that wait (the default is wait*)",
         )
 
 

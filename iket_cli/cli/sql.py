@@ -34,7 +34,7 @@ def command(words: tuple[str, ...], fmt: str, schema: bool, allow_files: bool) -
     pip install 'iket-cli[sql]'.
     """
     from ..analysis import sql
-    from ..render import results
+    from ..render import formats
 
     captures, query = _split(list(words), schema)
     loading = sql.preload()
@@ -45,7 +45,7 @@ def command(words: tuple[str, ...], fmt: str, schema: bool, allow_files: bool) -
     if schema:
         sys.stdout.write(sql.schema(tables) + "\n")
         return 0
-    results.render(sql.run(sql.connect(tables, allow_files=allow_files), query), fmt, sys.stdout)
+    formats.write("results", sql.run(sql.connect(tables, allow_files=allow_files), query), fmt, sys.stdout)
     return 0
 
 

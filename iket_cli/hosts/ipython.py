@@ -35,10 +35,11 @@ class NotebookCapture(Capture):
         """The ``iket show`` table of the capture, as text."""
         from ..analysis.summary import summarize_capture
         from ..model.completeness import headline
+        from ..model.reading import open_capture
         from ..render import tables
 
         out = io.StringIO()
-        tables.render_table(summarize_capture(self.output_dir), out)
+        tables.render_table(summarize_capture(open_capture(self.output_dir)), out)
         lost = headline(self.manifest)
         text = _ANSI.sub("", out.getvalue())  # a kernel sets FORCE_COLOR: the HTML says it plainly
         return (f"INCOMPLETE: {lost}\n" if lost else "") + text

@@ -119,18 +119,19 @@ def _baseline(item: pytest.Item, capture: Capture) -> list[str]:
     if not root:
         return []
     from ..analysis import diff, gate
-    from ..render import diff as diff_view
+    from ..model.reading import open_capture
+    from ..render import formats
 
     base = Path(root) / folder_for(item).name
     if not (base / "manifest.json").is_file():
         return [f"iket: no baseline capture of this test in {root} (record one: pytest --iket {root})"]
     fail_over = item.config.getoption("iket_fail_over")
-    changes = diff.compare(base, capture.output_dir, fail_over=fail_over)
+    changes = diff.compare(open_capture(base), open_capture(capture.output_dir), fail_over=fail_over)
     failed = gate.verdict(changes, fail_over, unmatched_fails=True)
     if failed is None:
         return []
     table = io.StringIO()
-    diff_view.render(changes, "table", table, "median")
+    formats.write("diff", diff.Compared(changes, "median"), "table", table)
     return [f"iket: {failed.message}" + (f" ({failed.hint})" if failed.hint else ""), table.getvalue()]
 
 

@@ -20,8 +20,9 @@ class Capture(folder.Capture):
         """The six tables (processes, kernels, launches, warps, ranges, markers) as
         ``pyarrow.Table``; ``.to_pandas()`` on one gives a dataframe. Needs the ``sql`` extra."""
         from ..analysis import tables  # not on iket profile's way: only a reader of tables needs it
+        from ..model.reading import open_capture
 
-        return tables.build(self.output_dir)
+        return tables.build(open_capture(self.output_dir))
 
     def to_duckdb(self, *, allow_files: bool = False):
         """An in-memory DuckDB connection with the tables registered under their names:

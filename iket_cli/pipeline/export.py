@@ -10,6 +10,7 @@ from pathlib import Path
 from ..analysis import tables as tables_mod
 from ..errors import UsageError
 from ..model import atomic, outputs
+from ..model.reading import open_capture
 from ..model.vocab import EXPORT_FORMATS, TABLE_NAMES
 
 #: Rows gathered before they are written as one row group: a launch at a time would make a
@@ -30,7 +31,7 @@ def export(location: Path, out_dir: Path, fmt: str = "parquet") -> list[Path]:
     out_dir = outputs.check_folder(Path.cwd() / out_dir, what="export folder")
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir} is a file", hint="give a directory for the tables")
-    pieces = tables_mod.chunks(Path(location))
+    pieces = tables_mod.chunks(open_capture(location))
     first = next(pieces, None)  # the traces are read (or refused) before any file is made
     out_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:

@@ -22,6 +22,7 @@ from ..analysis import diff as diff_mod
 from ..analysis import gate
 from ..errors import CaptureInterrupted, UsageError
 from ..model import atomic, jsonio
+from ..model.reading import open_capture
 from ..model.vocab import GATE_STATUSES, JOB_FAILING, MANIFEST_NAME, RUN_MANIFEST_NAME
 from .config import Config, Job
 from .executors import Executor, LocalExecutor, RunStopped
@@ -119,7 +120,7 @@ def _gate(result: JobResult, base: Path, new: Path, fail_over: str | None) -> No
     if not (base / MANIFEST_NAME).is_file():
         result.error = f"no baseline capture at {base}"
         return
-    changes = diff_mod.compare(base, new, fail_over=fail_over)
+    changes = diff_mod.compare(open_capture(base), open_capture(new), fail_over=fail_over)
     result.regressions = [asdict(c) for c in changes if c.regression]
     failed = gate.verdict(changes, fail_over, unmatched_fails=True)
     if failed is not None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..analysis.summary import summarize_capture
 from ..errors import IketError
+from ..model.reading import open_capture
 from ..model.vocab import JOB_FAILING
 from .tables import markdown_text, render_markdown
 
@@ -92,7 +93,7 @@ def summary_markdown(jobs: list[Job], root: Path) -> str:
         if job["manifest"] is None or (job["status"] in JOB_FAILING and job["status"] != "regressed"):
             continue
         try:
-            processes = summarize_capture(root / job["name"], top=3)
+            processes = summarize_capture(open_capture(root / job["name"]), top=3)
         except IketError:
             continue
         buffer = io.StringIO()

@@ -6,28 +6,36 @@ import json
 from dataclasses import asdict
 from typing import IO
 
-from ..analysis.diff import Change
+from ..analysis.diff import Change, Compared
 from ..model.units import duration
 from .tables import markdown_text
 
 
-def render(changes: list[Change], fmt: str, out: IO[str], stat: str) -> None:
-    if fmt == "json":
-        out.write(json.dumps({"stat": stat, "changes": [asdict(c) for c in changes]}, indent=2) + "\n")
-        return
-    rows = [_row(c) for c in changes]
-    header = ["kernel", "range", f"base {stat}", f"new {stat}", "ratio", "change", "status"]
-    if fmt == "markdown":
-        out.write("| " + " | ".join(header) + " |\n|" + " --- |" * len(header) + "\n")
-        for row in rows:
-            out.write("| " + " | ".join([markdown_text(row[0]), *row[1:]]) + " |\n")
-        return
+def _json(compared: Compared, out: IO[str]) -> None:
+    changes = [asdict(c) for c in compared.changes]
+    out.write(json.dumps({"stat": compared.stat, "changes": changes}, indent=2) + "\n")
+
+
+def _header(stat: str) -> list[str]:
+    return ["kernel", "range", f"base {stat}", f"new {stat}", "ratio", "change", "status"]
+
+
+def _markdown(compared: Compared, out: IO[str]) -> None:
+    header = _header(compared.stat)
+    out.write("| " + " | ".join(header) + " |\n|" + " --- |" * len(header) + "\n")
+    for row in map(_row, compared.changes):
+        out.write("| " + " | ".join([markdown_text(row[0]), *row[1:]]) + " |\n")
+
+
+def _table(compared: Compared, out: IO[str]) -> None:
     from rich.table import Table
 
     from .text import markup, rich_console
 
+    changes, stat = compared.changes, compared.stat
+    rows = [_row(c) for c in changes]
     table = Table(title=f"iket diff · {stat} per range, by impact", title_justify="left")
-    for column in header:
+    for column in _header(stat):
         left = column in ("kernel", "range", "status")
         table.add_column(column, justify="left" if left else "right", no_wrap=column == "kernel")
     for change, row in zip(changes, rows, strict=True):
@@ -44,3 +52,7 @@ def _row(c: Change) -> list[str]:
         tested = "" if c.p_value is None else f", p {c.p_value:.3f}"
         status += f" ({c.repeats[0]} vs {c.repeats[1]} repeats{tested})"
     return [c.name or c.kernel, c.range, duration(c.base), duration(c.new), ratio, delta, status]
+
+
+#: ``--format`` -> writer (the choices are ``vocab.DIFF_FORMATS``; render/formats.py).
+WRITERS = {"json": _json, "markdown": _markdown, "table": _table}

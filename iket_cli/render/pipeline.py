@@ -25,10 +25,6 @@ def to_json(found: list[tuple[str, list]]) -> dict[str, Any]:
     }
 
 
-def render(found: list[tuple[str, list]], fmt: str, out: IO[str]) -> None:
-    {"table": _table, "json": _json, "csv": _csv, "markdown": _markdown}[fmt](found, out)
-
-
 def _json(found, out: IO[str]) -> None:
     out.write(json.dumps(to_json(found), indent=2) + "\n")
 
@@ -103,3 +99,7 @@ def _table(found, out: IO[str]) -> None:
                 table.add_row(*(markup(cell) for cell in _cells(stage)))
             console.print(table)
             console.print(markup(pipe.sentence), highlight=False)
+
+
+#: ``--format`` -> writer of ``[(process label, [pipeline, ...]), ...]`` (render/formats.py).
+WRITERS = {"table": _table, "json": _json, "csv": _csv, "markdown": _markdown}

@@ -35,9 +35,10 @@ from ..model import atomic, outputs
 from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles, dags_for, roles_for
 from ..model.completeness import of_process
-from ..model.folder import Beside, find_traces, manifest_of, mode_of, process_label
+from ..model.folder import Beside, mode_of, process_label
 from ..model.manifest import replay_line
 from ..model.names import Namer, short
+from ..model.reading import Opened, open_capture
 from ..model.vocab import ARTIFACTS, PAYLOAD_TYPES, stem
 from . import report_data
 
@@ -47,12 +48,11 @@ _DATA_MARK = "/*IKET-DATA*/null"
 _DATA_OPEN = '<script id="iket-data" type="application/json">'
 
 
-def build(location: Path, *, title: str | None = None, roles_file: Path | None = None) -> str:
-    """The report of a capture directory, a manifest or one trace, as HTML text."""
-    location = Path(location)
-    record = manifest_of(location)
-    found = find_traces(location)
-    processes = _load(found)
+def build(opened: Opened, *, title: str | None = None, roles_file: Path | None = None) -> str:
+    """The report of an opened capture, as HTML text."""
+    location, record = opened.location, opened.manifest
+    found = [(seen.label, seen.path) for seen in opened.found]
+    processes = [(seen.label, seen.path, trace) for seen, trace in opened.unfiltered()]
     roles = roles_for(location, explicit=roles_file)
     dags = dags_for(location)
     arrows = flows_mod.flows(processes[0][2], dags) if dags and len(processes) == 1 else []
@@ -60,7 +60,7 @@ def build(location: Path, *, title: str | None = None, roles_file: Path | None =
         "kind": "capture",
         "title": title or _title(location, record),
         "meta": _meta(record),
-        "stats": _stats(processes) if not spread.repeated(record) else _pooled(location),
+        "stats": _stats(processes) if not spread.repeated(record) else _pooled(opened),
         "timelines": report_data.timelines(processes, roles=roles, flows=arrows),
         "pipeline": _pipeline(processes, dags, roles),
         "perfetto": _perfetto(found),
@@ -69,21 +69,21 @@ def build(location: Path, *, title: str | None = None, roles_file: Path | None =
     return render(data)
 
 
-def build_diff(base: Path, new: Path, changes: list[dict[str, Any]], stat: str) -> str:
+def build_diff(base: Opened, new: Opened, changes: list[dict[str, Any]], stat: str) -> str:
     """A side-by-side comparison: the diff table, and each capture's timelines."""
     sides = []
-    for location in (Path(base), Path(new)):
-        processes = _load(find_traces(location))
+    for side in (base, new):
+        processes = [(seen.label, seen.path, trace) for seen, trace in side.unfiltered()]
         sides.append(
             {
-                "title": str(location),
-                "meta": _meta(manifest_of(location)),
+                "title": str(side.location),
+                "meta": _meta(side.manifest),
                 "timelines": report_data.timelines(processes, budget=report_data.EVENT_BUDGET // 2),
             }
         )
     data = {
         "kind": "diff",
-        "title": f"iket diff {base} {new}",
+        "title": f"iket diff {base.location} {new.location}",
         "stat": stat,
         "changes": changes,
         "sides": sides,
@@ -124,9 +124,10 @@ def embedded(page: Path) -> dict[str, Any]:
 
 
 def write(location: Path, out: Path, *, title: str | None = None, roles_file: Path | None = None) -> Path:
-    """Write the report of ``location`` to ``out`` atomically (``out`` checked before the work)."""
+    """Write the report of the capture at ``location`` (a directory, its manifest or one
+    trace) to ``out`` atomically (``out`` checked before the work)."""
     outputs.check_file(out, [location], what="report")
-    return atomic.write(out, build(location, title=title, roles_file=roles_file))
+    return atomic.write(out, build(open_capture(location), title=title, roles_file=roles_file))
 
 
 def process_page(
@@ -237,10 +238,6 @@ def _annotations(dags: list[Dag] | None) -> dict[str, Any]:
 # -- the parts of the payload ------------------------------------------------------------
 
 
-def _load(found: list[tuple[str, Path]]) -> list[tuple[str, Path, trace_mod.Trace]]:
-    return [(label, path, trace_mod.load(path)) for label, path in found]
-
-
 def _title(location: Path, record: dict[str, Any] | None) -> str:
     display = (record or {}).get("target", {}).get("display")
     return f"iket report · {display}" if display else f"iket report · {location.name}"
@@ -292,10 +289,10 @@ def _stats(
     return summary_mod.to_json(summaries)["processes"]
 
 
-def _pooled(location: Path) -> list[dict[str, Any]]:
+def _pooled(opened: Opened) -> list[dict[str, Any]]:
     """A repeated capture's statistics as ``iket show`` gives them: each process pooled over
     its repeats, each range with its per-repeat medians' spread."""
-    return summary_mod.to_json(summary_mod.summarize_capture(location))["processes"]
+    return summary_mod.to_json(summary_mod.summarize_capture(opened))["processes"]
 
 
 def _perfetto(found: list[tuple[str, Path]]) -> dict | None:

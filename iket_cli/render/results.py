@@ -12,23 +12,28 @@ from .tables import markdown_text
 TABLE_ROWS = 200
 
 
-def render(result, fmt: str, out: IO[str]) -> None:
-    rows = result.to_pylist()
-    columns = result.column_names
-    if fmt == "json":
-        out.write(json.dumps({"columns": columns, "rows": rows}, default=str) + "\n")
-    elif fmt == "csv":
-        import csv
+def _json(result, out: IO[str]) -> None:
+    out.write(json.dumps({"columns": result.column_names, "rows": result.to_pylist()}, default=str) + "\n")
 
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([[_plain(row[c]) for c in columns] for row in rows])
-    elif fmt == "markdown":
-        out.write("| " + " | ".join(columns) + " |\n|" + " --- |" * len(columns) + "\n")
-        for row in rows:
-            out.write("| " + " | ".join(markdown_text(_plain(row[c])) for c in columns) + " |\n")
-    else:
-        _table(rows, columns, out)
+
+def _csv(result, out: IO[str]) -> None:
+    import csv
+
+    columns = result.column_names
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([[_plain(row[c]) for c in columns] for row in result.to_pylist()])
+
+
+def _markdown(result, out: IO[str]) -> None:
+    columns = result.column_names
+    out.write("| " + " | ".join(columns) + " |\n|" + " --- |" * len(columns) + "\n")
+    for row in result.to_pylist():
+        out.write("| " + " | ".join(markdown_text(_plain(row[c])) for c in columns) + " |\n")
+
+
+def _terminal(result, out: IO[str]) -> None:
+    _table(result.to_pylist(), result.column_names, out)
 
 
 def _plain(value: Any) -> str:
@@ -66,3 +71,7 @@ def _cell(column: str, value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.3f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+#: ``--format`` -> writer of ``iket sql``'s result, an Arrow table (render/formats.py).
+WRITERS = {"json": _json, "csv": _csv, "markdown": _markdown, "table": _terminal}

@@ -289,23 +289,45 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
 
 
-def render_payloads(processes: list[dict], fmt: str, out: IO[str]) -> None:
-    """The payload table in ``fmt`` (one of ``vocab.SHOW_FORMATS``)."""
-    rows = payload_rows(processes)
-    if fmt == "json":
-        data = [{**p, "payloads": [r.to_dict() for r in p["payloads"]]} for p in processes]
-        out.write(json.dumps({"processes": data}, indent=2) + "\n")
-        return
-    if fmt == "csv":
-        import csv
+def _payloads_json(processes: list[dict], out: IO[str]) -> None:
+    data = [{**p, "payloads": [r.to_dict() for r in p["payloads"]]} for p in processes]
+    out.write(json.dumps({"processes": data}, indent=2) + "\n")
 
-        writer = csv.DictWriter(out, fieldnames=PAYLOAD_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(
-            {k: (v if k != "values" or v is None else ";".join(map(_number, v))) for k, v in r.items()}
-            for r in rows
-        )
-        return
+
+def _payloads_csv(processes: list[dict], out: IO[str]) -> None:
+    import csv
+
+    writer = csv.DictWriter(out, fieldnames=PAYLOAD_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(
+        {k: (v if k != "values" or v is None else ";".join(map(_number, v))) for k, v in r.items()}
+        for r in payload_rows(processes)
+    )
+
+
+def _payloads_markdown(processes: list[dict], out: IO[str]) -> None:
+    header, cells = _payload_cells(processes)
+    out.write("| " + " | ".join(header) + " |\n|" + " --- |" * len(header) + "\n")
+    out.writelines("| " + " | ".join(markdown_text(x) for x in c) + " |\n" for c in cells)
+
+
+def _payloads_table(processes: list[dict], out: IO[str]) -> None:
+    from rich.table import Table
+
+    from .text import markup, rich_console
+
+    header, cells = _payload_cells(processes)
+    table = Table(title="payloads per event name (ranges: at range_start)", title_justify="left")
+    for column in header:
+        table.add_column(column, justify="right" if column == "count" else "left")
+    for row in cells:
+        table.add_row(*(markup(c) for c in row))
+    rich_console(file=out, width=160).print(table)
+
+
+def _payload_cells(processes: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The payload table's header and cells, for the terminal and markdown."""
+    rows = payload_rows(processes)
     header = ["process", "kernel", "kind", "name", "type", "count", "values (distinct) or min .. max"]
     cells = [
         [
@@ -319,17 +341,13 @@ def render_payloads(processes: list[dict], fmt: str, out: IO[str]) -> None:
         ]
         for r in rows
     ]
-    if fmt == "markdown":
-        out.write("| " + " | ".join(header) + " |\n|" + " --- |" * len(header) + "\n")
-        out.writelines("| " + " | ".join(markdown_text(x) for x in c) + " |\n" for c in cells)
-        return
-    from rich.table import Table
+    return header, cells
 
-    from .text import markup, rich_console
 
-    table = Table(title="payloads per event name (ranges: at range_start)", title_justify="left")
-    for column in header:
-        table.add_column(column, justify="right" if column == "count" else "left")
-    for row in cells:
-        table.add_row(*(markup(c) for c in row))
-    rich_console(file=out, width=160).print(table)
+#: ``--format`` -> writer of ``iket show --payload``'s processes (render/formats.py).
+PAYLOAD_WRITERS: dict[str, Callable[[list[dict], IO[str]], None]] = {
+    "json": _payloads_json,
+    "csv": _payloads_csv,
+    "markdown": _payloads_markdown,
+    "table": _payloads_table,
+}

@@ -9,6 +9,7 @@ import pytest
 
 from iket_cli.analysis import diff
 from iket_cli.errors import UsageError
+from iket_cli.model.reading import open_capture
 
 from conftest import FIXTURES, run_iket, write_trace
 
@@ -64,7 +65,10 @@ def test_noise_and_timer_steps_are_not_regressions(tmp_path):
     shifted = [v + 150 for v in wide]  # median +150 ns: within the spread of 30 wide instances
     synthetic(tmp_path / "b.trace.json", {"noisy": shifted, "tiny": [96] * 50})  # +1 timer step
     changes = {
-        c.range: c for c in diff.compare(tmp_path / "a.trace.json", tmp_path / "b.trace.json", fail_over="5%")
+        c.range: c
+        for c in diff.compare(
+            open_capture(tmp_path / "a.trace.json"), open_capture(tmp_path / "b.trace.json"), fail_over="5%"
+        )
     }
     assert changes["noisy"].delta > 0.05 * changes["noisy"].base and not changes["noisy"].regression
     assert changes["noisy"].noise_ns > changes["noisy"].delta
@@ -72,7 +76,7 @@ def test_noise_and_timer_steps_are_not_regressions(tmp_path):
 
 
 def test_added_and_removed(tmp_path):
-    changes = diff.compare(FIXTURES / "affine", FIXTURES / "multi")
+    changes = diff.compare(open_capture(FIXTURES / "affine"), open_capture(FIXTURES / "multi"))
     status = {(c.kernel, c.range): c.status for c in changes}
     assert status[("profiled_affine_kernel", "affine")] == "removed"
     assert status[("scale_loop_kernel", "step")] == "added"

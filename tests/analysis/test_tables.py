@@ -12,6 +12,7 @@ import pytest
 
 from iket_cli.analysis import summary, tables
 from iket_cli.model.folder import find_traces
+from iket_cli.model.reading import open_capture
 
 from conftest import FIXTURES
 
@@ -55,7 +56,7 @@ def recount(location: Path) -> dict:
 
 
 def ours(location: Path) -> dict:
-    built = tables.build(location)
+    built = tables.build(open_capture(location))
     counts = Counter({name: table.num_rows for name, table in built.items() if name != "kernels"})
     launches = built["launches"].to_pylist()
     rows = {
@@ -91,14 +92,14 @@ def test_a_pytorch_warp_trace(torch_warp):
 
 
 def test_markers_know_their_range_as_show_does():
-    built = tables.build(FIXTURES / "multi")
+    built = tables.build(open_capture(FIXTURES / "multi"))
     markers = built["markers"].to_pylist()
     ranges = {r["id"]: r for r in built["ranges"].to_pylist()}
     for mark in markers:
         held = ranges[mark["range_id"]]
         assert held["start_ts"] <= mark["ts"] <= held["end_ts"] and held["warp"] == mark["warp"]
         assert mark["offset_ns"] == mark["ts"] - held["start_ts"] and mark["range_name"] == held["name"]
-    (process,) = summary.summarize_capture(FIXTURES / "multi")
+    (process,) = summary.summarize_capture(open_capture(FIXTURES / "multi"))
     for kernel in process["kernels"]:
         for row in kernel.markers:
             offsets = sorted(

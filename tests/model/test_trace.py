@@ -9,6 +9,7 @@ import pytest
 from iket_cli.analysis import summary
 from iket_cli.errors import ManifestError
 from iket_cli.model import trace
+from iket_cli.model.reading import open_capture
 
 from conftest import FIXTURES, run_iket
 
@@ -100,19 +101,19 @@ def test_cli_show(tmp_path):
 
 def test_filters_and_grouping():
     multi = FIXTURES / "multi"
-    (only,) = summary.summarize_capture(multi, kernel="scale*")
+    (only,) = summary.summarize_capture(open_capture(multi, kernel="scale*"))
     assert [k.kernel for k in only["kernels"]] == ["scale_loop_kernel"]
-    by_launch = summary.summarize_capture(multi, by="launch", kernel="scale")
+    by_launch = summary.summarize_capture(open_capture(multi, kernel="scale"), by="launch")
     assert [p["group"] for p in by_launch] == ["launch 0", "launch 1", "launch 2"]
     assert all(p["kernels"][0].ranges[0].durations.count == 64 for p in by_launch)
-    (second,) = summary.summarize_capture(multi, launch=1)
+    (second,) = summary.summarize_capture(open_capture(multi, launch=1))
     assert second["kernels"][0].launches == 1
-    (cta,) = summary.summarize_capture(multi, cta=(1, 0, 0))
+    (cta,) = summary.summarize_capture(open_capture(multi, cta=(1, 0, 0)))
     step = cta["kernels"][0].ranges[0]
     assert step.durations.count == 3 * 16, "one CTA of four: 4 warps x 4 steps per launch"
-    by_warp = summary.summarize_capture(multi, by="warp", kernel="copy")
+    by_warp = summary.summarize_capture(open_capture(multi, kernel="copy"), by="warp")
     assert len(by_warp) == 8 and all(p["kernels"][0].ranges[0].durations.count == 2 for p in by_warp)
-    (none,) = summary.summarize_capture(multi, range_name="nope")
+    (none,) = summary.summarize_capture(open_capture(multi, range_name="nope"))
     assert all(not k.ranges for k in none["kernels"])
 
 

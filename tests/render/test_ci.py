@@ -9,6 +9,7 @@ import shutil
 from dataclasses import asdict
 
 from iket_cli.analysis import diff
+from iket_cli.model.reading import open_capture
 from iket_cli.render import ci
 
 from conftest import FIXTURES
@@ -28,7 +29,7 @@ def test_junit_and_summary_use_short_names(tmp_path):
                 warp["endTs"] += warp["endTs"] - warp["startTs"]
     (job / trace.name).write_text(json.dumps(doc))
     shutil.copytree(base / "gen-config", job / "gen-config")
-    changes = diff.compare(base, job, fail_over="10%")
+    changes = diff.compare(open_capture(base), open_capture(job), fail_over="10%")
     regressions = [asdict(c) for c in changes if c.regression]
     assert [r["name"] for r in regressions] == ["at::native::reduce_kernel<…>"]
     record = {

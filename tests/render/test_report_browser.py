@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from iket_cli.model import atomic
+from iket_cli.model.reading import open_capture
 from iket_cli.render import report
 
 from conftest import FIXTURES
@@ -109,9 +110,11 @@ def test_multi_report_every_launch_and_sorting(browser, tmp_path):
 def test_diff_report_has_two_timelines(browser, tmp_path):
     from iket_cli.analysis import diff
 
-    changes = [c.__dict__ for c in diff.compare(FIXTURES / "affine", FIXTURES / "spawn")]
+    base, new = open_capture(FIXTURES / "affine"), open_capture(FIXTURES / "spawn")
+    changes = [c.__dict__ for c in diff.compare(base, new)]
     path = atomic.write(
-        tmp_path / "d.html", report.build_diff(FIXTURES / "affine", FIXTURES / "spawn", changes, "median")
+        tmp_path / "d.html",
+        report.build_diff(base, new, changes, "median"),
     )
     page = Page(browser, path)
     try:
