@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..model.vocab import GROUPINGS, SHOW_FORMATS, SHOW_STATUSES, WAIT_PATTERN
 from . import options
+
+if TYPE_CHECKING:
+    from ..model.reading import Opened
 
 
 def _cta(_ctx: click.Context, _param: click.Parameter, text: str | None) -> tuple[int, int, int] | None:
@@ -134,7 +138,7 @@ def command(
     return 0
 
 
-def _said_beside(opened, processes: list[dict]) -> None:
+def _said_beside(opened: Opened, processes: list[dict]) -> None:
     """On stderr (stdout stays the report): each process's lint findings, a replay's line,
     and a capture whose status says its tables show only part of it (an error)."""
     from ..errors import CaptureError
