@@ -9,15 +9,14 @@ from pathlib import Path
 
 from ..analysis import completeness as judge
 from ..capture import runiket
-from ..capture.passes import Transcript
-from ..capture.plan import Plan
-from ..capture.staging import Staging
 from ..model import injection_log
 from ..model.completeness import Completeness
+from .attempt import Attempt
 
 
-def check(plan: Plan, staging: Staging, transcript: Transcript) -> Completeness:
+def check(at: Attempt) -> Completeness:
     """What the attempt lost, each loss noted in ``iket.log``."""
+    plan, staging, transcript = at.plan, at.staging, at.transcript
     found = judge.check(
         judge.gather(
             staging.capture_dir, tracker_dir=plan.tracker.dir, output_lines=failed_lines(staging.log_path)

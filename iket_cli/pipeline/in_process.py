@@ -14,9 +14,7 @@ from pathlib import Path
 
 from ..analysis import completeness as judge
 from ..capture import runiket, session, window_run
-from ..capture.passes import Transcript
 from ..capture.plan import Plan
-from ..capture.staging import Staging
 from ..model import injection_log
 from ..model import trace as trace_mod
 from ..model.completeness import Completeness
@@ -75,8 +73,9 @@ def run(at: Attempt, facts: Facts) -> Facts:
     return replace(facts, window=found)
 
 
-def judged(plan: Plan, staging: Staging, transcript: Transcript) -> Completeness:
+def judged(at: Attempt) -> Completeness:
     """What the windows lost, from the injection's lines in the log and each trace."""
+    plan, staging, transcript = at.plan, at.staging, at.transcript
     level = plan.options.log_level or runiket.DEFAULT_LOG_LEVEL
     lines = _injection_lines(staging.log_path)
     found = Completeness()

@@ -232,7 +232,7 @@ def _capture(
             if plan.in_process:
                 facts = in_process.run(at, facts)
                 facts = replace(facts, postprocess_s=_decode(at, decoded))
-                facts = replace(facts, completeness=in_process.judged(plan, staging, transcript))
+                facts = replace(facts, completeness=in_process.judged(at))
             else:
                 if plan.extract is not None:
                     facts = replace(facts, extract=saved_calls.prepare(at))
@@ -250,9 +250,9 @@ def _capture(
                 if plan.options.overhead:
                     facts = replace(facts, overhead=overhead_run.run(at))
                 facts = replace(facts, drift=[*misfit, *_drift(staging, transcript)])
-                facts = replace(facts, completeness=completeness.check(plan, staging, transcript))
+                facts = replace(facts, completeness=completeness.check(at))
                 if not facts.drift:
-                    reuse.keep(plan, staging, transcript)
+                    reuse.keep(at)
                 if plan.options.repeat > 1:
                     facts = replace(
                         facts, repeats=_repeats(at, facts, decoded, ahead), postprocess_s=decoded.seconds

@@ -8,12 +8,12 @@ from __future__ import annotations
 import time
 
 from ..capture import trackers
-from ..capture.passes import Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging
 from ..errors import CaptureError, IketError
 from ..model import jsonio
 from ..model.vocab import RAW_DIR, TRACKER_DIR, TRACKER_FRESH, TRACKER_REUSED
+from .attempt import Attempt
 
 
 class StaleTracker(Exception):
@@ -44,9 +44,10 @@ def misfit(plan: Plan, staging: Staging) -> list[str]:
     return [f"the given tracker output does not fit: {reason}"] if reason else []
 
 
-def keep(plan: Plan, staging: Staging, transcript: Transcript) -> None:
+def keep(at: Attempt) -> None:
     """This capture's tracker pass, kept for the next capture of the same command; a cache
     that cannot be written only costs the next capture its tracker pass."""
+    plan, staging, transcript = at.plan, at.staging, at.transcript
     if plan.tracker.mode != TRACKER_FRESH:
         return
     try:
