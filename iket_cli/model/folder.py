@@ -181,19 +181,23 @@ class Beside:
     losses: list[dict[str, Any]] | None = None
 
 
-def beside(trace: Path) -> Beside:
+def beside(trace: Path, read: dict[Path, dict[str, Any]] | None = None) -> Beside:
     """The manifest entry, recorded findings, raw capture and mode of ``trace`` (a merged
-    capture's manifest is one folder up, or two for a repeat of a merged capture)."""
+    capture's manifest is one folder up, or two for a repeat of a merged capture). ``read``:
+    manifests the caller has already read, by folder (not read again)."""
     trace = Path(trace)
     raw = trace.parent / raw_manifest(pid_of(trace.name))
     raw_found = raw if raw.is_file() else None
     for folder in trace.parents[:3]:
-        if not (folder / MANIFEST_NAME).is_file():
+        if read and folder in read:
+            record = read[folder]
+        elif not (folder / MANIFEST_NAME).is_file():
             continue
-        try:
-            record = manifest_mod.read(folder)
-        except ManifestError:
-            continue
+        else:
+            try:
+                record = manifest_mod.read(folder)
+            except ManifestError:
+                continue
         for process in record.get("processes", []):
             artifact = process.get("artifacts", {}).get("trace_json")
             if artifact and (folder / artifact["path"]).resolve() == trace.resolve():

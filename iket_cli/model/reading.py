@@ -72,5 +72,7 @@ def open_capture(location: str | os.PathLike, **filters: Any) -> Opened:
     ``filters``: those of :func:`iket_cli.model.trace.select`. Raises
     :class:`~iket_cli.errors.ManifestError` where there is no trace to read."""
     path = Path(location)
-    found = tuple(Found(label, trace, beside(trace)) for label, trace in find_traces(path))
-    return Opened(path, manifest_of(path), found, dict(filters))
+    record = manifest_of(path)
+    read = {path if path.is_dir() else path.parent: record} if record is not None else {}
+    found = tuple(Found(label, trace, beside(trace, read)) for label, trace in find_traces(path))
+    return Opened(path, record, found, dict(filters))

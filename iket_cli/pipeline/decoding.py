@@ -67,13 +67,15 @@ def decode_folder(
 ) -> Decode:
     """Decode every process's raw capture in ``folder`` into ``formats``, in parallel; a folder
     of JSON traces and no raw capture (an in-process window's) gets its Perfetto traces
-    written from the JSON. ``meanwhile`` runs while the workers decode. A task that failed is
+    written from the JSON. ``meanwhile`` runs while the workers decode (before the export
+    from the JSON, where no worker runs). A task that failed is
     in the outcomes (:attr:`Decode.error`); a full disk raises :class:`DiskFullError`."""
     start = time.monotonic()
     tasks = decode_tasks.plan(folder, formats) if tasks is None else tasks
     if not tasks:
         from . import trace_exports
 
+        meanwhile()
         trace_exports.write(folder, formats)
         return Decode(folder, [], None, round(time.monotonic() - start, 3))
     from .finish import Ahead  # imported by the profile's preload while the passes ran

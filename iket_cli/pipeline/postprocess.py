@@ -124,8 +124,6 @@ def _decode(
 
     done = decode_folder(capture_dir, formats, tasks=tasks, jobs=jobs, progress=progress,
                          prestarted=prestarted, meanwhile=meanwhile)  # fmt: skip
-    if "record" not in known:
-        meanwhile()  # a folder of JSON traces alone: no pool ran it
     return _finished(capture_dir, formats, known["record"], done, had_json, t0, json_only=not tasks)
 
 

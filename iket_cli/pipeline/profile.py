@@ -325,7 +325,7 @@ def _passes_failed(at: Attempt, ran: PassResult) -> None:
     raise failure
 
 
-def _repeats(at: Attempt, facts: Facts, decoded: Decoded, ahead: warm.Standby | None) -> list:
+def _repeats(at: Attempt, facts: Facts, decoded: Decoded, ahead: warm.Standby | None) -> list[repeats.Repeat]:
     """Repeat 1 (the passes above) and repeats 2..N, each decoded as it ends."""
     return [repeats.first(facts.passes, facts.drift), *repeats.more(at, decoded, ahead)]
 

@@ -13,9 +13,9 @@ one session at a time): each needs a folder of its own, or ``clobber=True``; ``{
 is replaced by the window's number in this process (``"iket-step{n}"``). As a decorator,
 each call of the function is a window. Only the first window of a process opens unless
 ``IKET_CLI_SESSION_AGAIN=1`` asks for the later ones at the process's risk: NVIDIA's library
-(4.8.1) kills the process with SIGSEGV in a later session, surely once a CUDA module was
-loaded after the first one began, and at times even when none was (:data:`AGAIN_ENV`,
-docs/capture.md).
+(4.8.1) kills the process with SIGSEGV in a later session once a CUDA module was loaded
+after the first one began, and did so in 2 of 3 notebook runs whose kernels had all run
+once before the first window (:data:`AGAIN_ENV`, docs/capture.md).
 """
 
 from __future__ import annotations
