@@ -2,8 +2,9 @@
 it: the test inside a window, its capture kept, its ranges gated.
 
 * A marked test (``@pytest.mark.iket``, or every test with ``--iket-all``) runs inside
-  :func:`iket_cli.window`; the capture goes to ``--iket DIR``'s ``<test id>/`` (else to a
-  temporary folder, kept where a gate fails). Where no session can run (no GPU driver, no
+  :func:`iket_cli.window`; the capture goes to ``--iket DIR``'s ``<test id>/`` (else to
+  ``iket/`` in pytest's own base temporary folder, which pytest rotates as it does
+  ``tmp_path``'s: later runs remove it). Where no session can run (no GPU driver, no
   run-iket) the test is skipped with the reason, never failed by the plugin.
 * Gates: ``@pytest.mark.iket(max={"mainloop": "5us"}, p50={...})``, against the pooled
   instances of each range (:meth:`iket_cli.pipeline.capture.Capture.range`); ``--iket-baseline
@@ -17,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-import tempfile
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -49,9 +49,16 @@ def unavailable(library: str | None = None) -> str | None:
 def folder_for(item: pytest.Item, part: str | None = None) -> Path:
     """``--iket DIR``'s folder for the test (``<test id>``, a name of its own per window)."""
     kept = item.config.getoption("iket")
-    root = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="iket-pytest-"))
+    root = Path(kept) if kept else _pytest_temp(item.config)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", item.nodeid).strip("-")
     return root / (f"{name}-{part}" if part else name)
+
+
+def _pytest_temp(config: pytest.Config) -> Path:
+    """``iket/`` in this run's base temporary folder (``tmp_path``'s parent): pytest keeps the last
+    few runs' and removes older ones, so a run without ``--iket`` leaves nothing for good.
+    (``config._tmp_path_factory`` is what pytest's own ``tmp_path_factory`` fixture returns.)"""
+    return config._tmp_path_factory.getbasetemp() / "iket"
 
 
 def around(item: pytest.Item) -> Generator[None, Any, Any]:

@@ -72,6 +72,21 @@ def test_marked_tests_are_captured_and_gated(run, pytester):
     assert 'name="iket.affine.p50_ns" value="192"' in junit
 
 
+def test_without_a_folder_captures_go_to_pytests_rotated_temp_not_the_systems(run, pytester, monkeypatch):
+    system_temp = pytester.path / "system-temp"
+    system_temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(system_temp))
+    basetemp = pytester.path / "basetemp"
+    result = run("--basetemp", str(basetemp), "-k", "plain or gate_fails")
+    result.assert_outcomes(passed=1, failed=1)
+    assert f"({basetemp / 'iket' / 'test_kernels.py-test_gate_fails'})" in result.stdout.str()
+    assert sorted(p.name for p in (basetemp / "iket").iterdir()) == [
+        "test_kernels.py-test_gate_fails",
+        "test_kernels.py-test_plain",
+    ]
+    assert list(system_temp.iterdir()) == [], "nothing left in the system's temporary folder"
+
+
 def test_all_tests_with_iket_all(run, pytester):
     result = run("--iket", str(pytester.path / "caps"), "--iket-all", "-k", "unmarked")
     result.assert_outcomes(passed=1)
