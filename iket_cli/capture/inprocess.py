@@ -27,12 +27,14 @@ import threading
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+from ._hook.iket_imports import after_import
+from ._hook.iket_tirx import TIRX_IKET
+
 #: The CuTe-family DSLs whose ``<PREFIX>_COMPILER_OPT`` keeps IKET ops (run-iket's list).
 CUTE_PREFIXES = ("CUTE_DSL", "CUTE_EXPERIMENTAL_DSL")
 #: An ``iket`` token already in a compiler option string.
 _IKET_TOKEN = re.compile(r"(?:^|(?<=[\s,]))(?:--)?iket(?:=?\{[^}]*\}|=[^\s,]*)?(?:[\s,]+|$)")
-#: TIRx's IKET module, and the check iket's hook stands aside.
-TIRX_IKET = "tvm_tirx.backend.cuda.iket"
+#: The check of TIRx's IKET module that iket's hook stands aside.
 TIRX_CHECK = "_validate_official_environment"
 
 
@@ -63,8 +65,8 @@ def stand_aside_tirx() -> None:
     module = sys.modules.get(TIRX_IKET)
     if module is not None:
         _replace_check(module)
-    elif not any(isinstance(finder, _WhenImported) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _WhenImported())
+    elif not any(getattr(finder, "action", None) is _replace_check for finder in sys.meta_path):
+        after_import({TIRX_IKET}, _replace_check, once=True)
 
 
 def _replace_check(module: Any) -> None:
@@ -77,29 +79,6 @@ def _replace_check(module: Any) -> None:
 
     in_process.iket_in_process = True  # type: ignore[attr-defined]
     setattr(module, TIRX_CHECK, in_process)
-
-
-class _WhenImported:
-    """A finder that finds nothing itself: when TIRx's IKET module is first imported, it
-    lets the usual finders load it and then replaces the check."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != TIRX_IKET:
-            return None
-        import importlib.util
-
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run = spec.loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            run(module)
-            _replace_check(module)
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
 
 
 @contextlib.contextmanager

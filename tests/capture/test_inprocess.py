@@ -58,7 +58,7 @@ def test_tirx_check_stands_aside_whether_tirx_was_imported_before_or_after(tmp_p
             inprocess.stand_aside_tirx()
             inprocess.stand_aside_tirx()  # once is enough: no second finder
             import tvm_tirx.backend.cuda.iket as iket
-        print(iket.jit(), sum(type(f).__name__ == "_WhenImported" for f in sys.meta_path))
+        print(iket.jit(), sum(type(f).__name__ == "AfterImport" for f in sys.meta_path))
     """)
     for when in ("before", "after", "prepare"):
         env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"}

@@ -26,6 +26,7 @@ import sys
 from os.path import join as _join
 from shutil import rmtree as _rmtree
 
+from iket_imports import after_import
 from iket_saved import (
     INDEX,
     OWNER,
@@ -182,37 +183,6 @@ def _names(spec, count):
 # -- where FUNC is wrapped ----------------------------------------------------------------
 
 
-class _Watch:
-    """Wraps FUNC when its module has run; finds nothing itself (the usual finders do)."""
-
-    def __init__(self, names, action):
-        self.names = names
-        self.action = action
-
-    def find_spec(self, name, path=None, target=None):
-        if name not in self.names:
-            return None
-        import importlib.util
-
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(name)
-        except Exception:
-            spec = None
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return None
-        run = spec.loader.exec_module
-
-        def exec_module(module):
-            run(module)
-            self.action(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def wrap(owner, qualname, recorder):
     """Replace FUNC (``func`` or ``Class.method``) in ``owner`` by a recording wrapper."""
     *classes, name = qualname.split(".")
@@ -266,7 +236,7 @@ def wrap_when_loaded(spec, recorder):
 
     if name in sys.modules:
         action(sys.modules[name])
-    sys.meta_path.insert(0, _Watch({name}, action))
+    after_import({name}, action)
 
 
 def install():
@@ -274,7 +244,7 @@ def install():
     spec = json.loads(os.environ[SPEC_ENV])  # before FUNC is wrapped: json may be FUNC's module
     recorder = Recorder(spec)
     wrap_when_loaded(spec, recorder)
-    sys.meta_path.insert(0, _Watch({TIRX_IKET}, plain))
+    after_import({TIRX_IKET}, plain)
     import atexit
 
     atexit.register(recorder.at_exit)

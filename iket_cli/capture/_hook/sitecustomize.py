@@ -82,29 +82,6 @@ _DIALECT = "cutlass._mlir.dialects.iket"
 _OPS = ("mark", "range_push", "range_start", "range_end")
 
 
-class _DialectFinder:
-    """Wraps the IKET dialect's ops when their module is first imported; finds nothing itself."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != _DIALECT:
-            return None
-        sys.meta_path.remove(self)  # one module, once; and no recursion below
-        try:
-            import importlib.util
-
-            spec = importlib.util.find_spec(name)
-            run = spec.loader.exec_module
-        except Exception:
-            return None  # the usual finders take over, as if this one were not there
-
-        def exec_module(module):
-            run(module)
-            _safe(lambda: _wrap(module))
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def _wrap(module):
     seen = set()
 
@@ -159,8 +136,10 @@ def _safe(function):
 
 
 def _install():
+    from iket_imports import after_import
+
     record_start()
-    sys.meta_path.insert(0, _DialectFinder())
+    after_import({_DIALECT}, lambda module: _safe(lambda: _wrap(module)), once=True)
     import atexit
 
     atexit.register(_safe, _device)
