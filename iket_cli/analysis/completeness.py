@@ -41,6 +41,7 @@ from ..model.vocab import (
     INSTRUMENT_CONFIG,
     RAW_DIR,
     RAW_MANIFEST,
+    SESSION_SAFE_MAX_TS,
     TRACKER_DIR,
     TRACKER_JSON,
     raw_pid,
@@ -306,8 +307,16 @@ def of_window(trace: Trace, log_lines: list[str], log_level: str, budget: int | 
 
 
 def window_fix(budget: int) -> str:
-    """A window's budget fix: no tracker pass sizes it, so twice the budget it had."""
+    """A window's budget fix: no tracker pass sizes it, so twice the budget it had, where a
+    session survives that (:data:`SESSION_SAFE_MAX_TS`); past it, the two passes, whose tracker
+    pass counts what the warps emit."""
     more = budget * 2
+    if more > SESSION_SAFE_MAX_TS:
+        return (
+            f"capture with the two passes (iket profile without --one-pass or --window; --extract "
+            f"for one call), whose tracker pass sizes the budget: an in-process session dies above "
+            f"{SESSION_SAFE_MAX_TS} timestamps per warp (run-iket 4.8.1)"
+        )
     return (
         f"raise the budget of {budget} timestamps per warp, e.g. --max-ts-cnt-per-warp {more} "
         f"(max_ts_cnt_per_warp={more} in iket_cli.window, %%iket and the pytest mark)"

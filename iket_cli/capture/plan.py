@@ -28,7 +28,7 @@ from ..model.vocab import (
 from ..system import toolchain
 from ..system.toolchain import RunIket
 from . import extract as extract_mod
-from . import outdir, patterns, replay, targets, trackers
+from . import outdir, patterns, replay, session, targets, trackers
 from .targets import Target
 
 _CLUSTER = re.compile(r"^\d+,\d+,\d+$")
@@ -282,6 +282,8 @@ def resolve(target: Target | None, output_dir: str | os.PathLike | None, options
             "--one-pass runs a Python workload's session in its own process; a command's cannot",
             hint="give a script, -m module or script.py:func, or capture the command with the two passes",
         )
+    if options.window or options.one_pass:
+        session.check_budget(options.max_ts_cnt_per_warp, "--max-ts-cnt-per-warp", env)
     tool = toolchain.find(options.run_iket, env)
     default = f"iket-{target.stem}" if extract is None or extract.replay_of is None else None
     if default is None:  # beside the capture it replays, named after it (``--replay .`` too)

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SessionError, ToolchainError
+from ..errors import SessionError, ToolchainError, UsageError
+from ..model.vocab import SESSION_SAFE_MAX_TS
 
 #: The ABI this binding was written against; a library of another major version is refused.
 ABI_MAJOR = 1
@@ -43,6 +44,10 @@ RESULTS = {
 }
 #: ``OptionsInit``'s budget of timestamps per warp (H100, run-iket 4.8.1), in effect unless set.
 DEFAULT_MAX_TS = 256
+#: Above this budget the session kills its process (vocab.SESSION_SAFE_MAX_TS says when seen).
+SAFE_MAX_TS = SESSION_SAFE_MAX_TS
+#: ``1`` asks a session for a budget above :data:`SAFE_MAX_TS` anyway, at the process's risk.
+UNSAFE_BUDGET_ENV = "IKET_CLI_SESSION_BUDGET_UNSAFE"
 #: ``flags``: trace one cluster, keep buffers on the device until Stop, warp lifetimes only.
 ENABLE_CLUSTER, DEFER_TRACE_READBACK, WARP_LIFETIME_ONLY = 1, 2, 4
 #: ``log_level`` values, by run-iket's names (vocab.LOG_LEVELS).
@@ -90,6 +95,23 @@ class Settings:
         if self.cluster is not None:
             options.flags |= ENABLE_CLUSTER
             options.cluster_x, options.cluster_y, options.cluster_z = self.cluster
+
+
+def check_budget(max_ts: int | None, asked_as: str, env: Mapping[str, str] | None = None) -> None:
+    """Refuse a per-warp budget the session is known to kill its process with (above
+    :data:`SAFE_MAX_TS`) before anything runs; ``asked_as`` names the option as the user gave it."""
+    if max_ts is None or max_ts <= SAFE_MAX_TS:
+        return
+    if (os.environ if env is None else env).get(UNSAFE_BUDGET_ENV) == "1":
+        return
+    said = f"{asked_as}{max_ts}" if asked_as.endswith("=") else f"{asked_as} {max_ts}"
+    raise UsageError(
+        f"{said} in an in-process session: run-iket 4.8.1's session kills its process "
+        f"with more than {SAFE_MAX_TS} timestamps a warp",
+        hint="capture kernels that emit more with the two passes (iket profile without --one-pass or "
+        "--window; --extract for one call), whose tracker pass sizes the budget; "
+        f"{UNSAFE_BUDGET_ENV}=1 tries anyway, at the process's risk",
+    )
 
 
 #: The session library to load instead of run-iket's (a stand-in in the tests, a build of one's own).

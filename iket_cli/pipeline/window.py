@@ -77,6 +77,7 @@ class Window:
             )
         if log_level not in LOG_LEVELS:
             raise UsageError(f"unknown log_level {log_level!r}", hint=", ".join(LOG_LEVELS))
+        session_mod.check_budget(max_ts_cnt_per_warp, "max_ts_cnt_per_warp=")
         self.output_dir = str(output_dir)
         self.clobber = clobber
         self.formats = formats_for(postprocess)

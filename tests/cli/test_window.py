@@ -231,3 +231,46 @@ def test_a_budget_loss_in_one_pass_says_the_budget_and_how_to_raise_it(work, lib
     tight = ["--one-pass", "--max-ts-cnt-per-warp", "1", "--strict"]
     strict = run_iket("profile", "work.py", *tight, "-o", "out2", cwd=work, env=env)
     assert strict.code == 1 and (work / "out2" / "manifest.json").is_file(), strict  # published, incomplete
+
+
+def test_a_budget_the_session_dies_of_is_refused_before_the_workload_runs(work, library):
+    """run-iket 4.8.1's session killed its process above 256 timestamps a warp (H100): refused,
+    one line, exit 2, the workload never started and nothing written; the variable opens it anyway."""
+    env = session_env(library)
+    calls = work / "calls.txt"
+    env["IKET_DOUBLE_CALLS"] = str(calls)
+    for way in (["--one-pass"], [*W, "2"]):
+        done = run_iket(
+            "profile", "work.py", *way, "--max-ts-cnt-per-warp", "512", "-o", "out", cwd=work, env=env
+        )
+        assert done.code == 2 and "Traceback" not in done.stderr, done
+        said = [line for line in done.stderr.splitlines() if line.startswith("iket: error:")]
+        assert said == [
+            "iket: error: --max-ts-cnt-per-warp 512 in an in-process session: run-iket 4.8.1's session "
+            "kills its process with more than 256 timestamps a warp"
+        ], done.stderr
+        assert "two passes" in done.stderr and "IKET_CLI_SESSION_BUDGET_UNSAFE=1" in done.stderr
+        assert (
+            not calls.exists() and not (work / "out").exists() and "step 0" not in done.stdout + done.stderr
+        )
+    at_256 = run_iket(
+        "profile", "work.py", "--one-pass", "--max-ts-cnt-per-warp", "256", "-o", "a", cwd=work, env=env
+    )
+    assert at_256.code == 0, at_256
+    risked = run_iket(
+        "profile", "work.py", "--one-pass", "--max-ts-cnt-per-warp", "512", "-o", "b", cwd=work,
+        env={**env, "IKET_CLI_SESSION_BUDGET_UNSAFE": "1"},
+    )  # fmt: skip
+    assert risked.code == 0 and manifest.read(work / "b")["window"]["settings"]["max_ts_per_warp"] == 512, (
+        risked
+    )
+
+
+def test_a_loss_at_the_default_budget_points_to_the_two_passes(work, library):
+    done = run_iket(
+        "profile", "work.py", "--one-pass", "-o", "out", cwd=work, env=session_env(library, trace="budget1")
+    )
+    assert done.code == 0, done
+    (loss,) = manifest.read(work / "out")["completeness"]["losses"]
+    assert loss["budget"] == 256 and "capture with the two passes" in loss["fix"], loss
+    assert "--max-ts-cnt-per-warp 512" not in done.stderr, "no fix the session dies of"

@@ -226,6 +226,31 @@ def test_a_window_that_lost_records_says_so(tmp_path, library):
     assert "INCOMPLETE" in shown.stdout + shown.stderr, shown
 
 
+def test_a_budget_the_session_dies_of_is_refused_as_the_window_is_made(tmp_path, library):
+    done, called = run_script(
+        tmp_path,
+        library,
+        """
+        import iket_cli
+        from iket_cli.errors import UsageError
+        try:
+            iket_cli.window("out", max_ts_cnt_per_warp=300)
+        except UsageError as error:
+            print(error.exit_code, error.message)
+        with iket_cli.window("out", max_ts_cnt_per_warp=256):
+            pass
+        print("256 opened")
+    """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "2 max_ts_cnt_per_warp=300 in an in-process session: run-iket 4.8.1's session kills its "
+        "process with more than 256 timestamps a warp",
+        "256 opened",
+    ]
+    assert called.count("Create") == 1, "the refused window never reached the library"
+
+
 def test_a_refused_save_keeps_the_evidence_and_says_which_call(tmp_path, library):
     done, called = run_script(
         tmp_path,
