@@ -11,6 +11,7 @@ decoder's (:func:`compact`).
 from __future__ import annotations
 
 import gzip
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..model import atomic
@@ -45,9 +46,12 @@ def compact(path: Path) -> bool:
     return True
 
 
-def write(capture_dir: Path, formats: list[str]) -> list[str]:
+def write(
+    capture_dir: Path, formats: list[str], loaded: Mapping[str, trace_mod.Trace] | None = None
+) -> list[str]:
     """Write each JSON trace's Perfetto trace (``perfetto``) and its gzip'd copy (``html``);
-    the names written. A trace that cannot be read raises the reader's error."""
+    the names written. ``loaded``: traces already read, by file name (not read again). A trace
+    that cannot be read raises the reader's error."""
     from ..render import perfetto
 
     written = []
@@ -57,7 +61,8 @@ def write(capture_dir: Path, formats: list[str]) -> list[str]:
         return written
     for path in traces_in(capture_dir):
         pid_hex = pid_of(path.name)
-        data = perfetto.encode(trace_mod.load(path))
+        given = (loaded or {}).get(path.name)
+        data = perfetto.encode(given if given is not None else trace_mod.load(path))
         if "perfetto" in formats:
             written.append(atomic.write(capture_dir / artifact_name(pid_hex, "perfetto"), data).name)
         if "html" in formats:

@@ -57,13 +57,11 @@ def finished(closed: Closed, trace: Path) -> dict[str, Any]:
     lines = _log_lines(capture)
     budget = closed.applied.get("max_ts_cnt_per_warp")
     found = judge.of_window(loaded, lines, closed.log_level, budget)
-    del loaded
-    trace_exports.write(capture, formats)
+    trace_exports.write(capture, formats, {trace.name: loaded})
     draft = _record(closed, Status.OK, artifacts.scan_processes(capture), found.to_dict())
-    try:
-        done = finish(
-            capture, draft, formats, kept=frozenset({trace.name}) if "json" in formats else frozenset()
-        )
+    kept = frozenset({trace.name}) if "json" in formats else frozenset()
+    try:  # the trace read once: judged, exported, linted and reported
+        done = finish(capture, draft, formats, kept=kept, traces={trace.name: loaded})
     except IketError as error:
         raise CaptureError(f"the HTML report failed: {error.message}", phase="postprocess") from None
     missing = missing_artifacts(done.processes, formats)

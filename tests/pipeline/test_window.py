@@ -226,6 +226,27 @@ def test_a_window_that_lost_records_says_so(tmp_path, library):
     assert "INCOMPLETE" in shown.stdout + shown.stderr, shown
 
 
+def test_a_windows_trace_is_read_once_to_judge_export_lint_and_report_it(tmp_path, library):
+    done, _ = run_script(
+        tmp_path,
+        library,
+        """
+        from iket_cli.model import trace
+        reads = []
+        load = trace.load
+        trace.load = lambda *a, **k: reads.append(a[0]) or load(*a, **k)
+        import iket_cli
+        with iket_cli.window("out") as w:
+            pass
+        print(len(reads), sorted(p.name for p in w.capture.output_dir.iterdir()))
+    """,
+    )
+    assert done.returncode == 0, done.stderr
+    count, _, files = done.stdout.partition(" ")
+    assert count == "1", done.stdout
+    assert ".html" in files and ".pftrace" in files and "trace.json" in files
+
+
 def test_a_budget_the_session_dies_of_is_refused_as_the_window_is_made(tmp_path, library):
     done, called = run_script(
         tmp_path,
