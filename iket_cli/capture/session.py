@@ -44,9 +44,7 @@ RESULTS = {
 }
 #: ``OptionsInit``'s budget of timestamps per warp (H100, run-iket 4.8.1), in effect unless set.
 DEFAULT_MAX_TS = 256
-#: Above this budget the session kills its process (vocab.SESSION_SAFE_MAX_TS says when seen).
-SAFE_MAX_TS = SESSION_SAFE_MAX_TS
-#: ``1`` asks a session for a budget above :data:`SAFE_MAX_TS` anyway, at the process's risk.
+#: ``1`` asks a session for more than ``SESSION_SAFE_MAX_TS`` anyway, at the process's risk.
 UNSAFE_BUDGET_ENV = "IKET_CLI_SESSION_BUDGET_UNSAFE"
 #: ``flags``: trace one cluster, keep buffers on the device until Stop, warp lifetimes only.
 ENABLE_CLUSTER, DEFER_TRACE_READBACK, WARP_LIFETIME_ONLY = 1, 2, 4
@@ -98,16 +96,17 @@ class Settings:
 
 
 def check_budget(max_ts: int | None, asked_as: str, env: Mapping[str, str] | None = None) -> None:
-    """Refuse a per-warp budget the session is known to kill its process with (above
-    :data:`SAFE_MAX_TS`) before anything runs; ``asked_as`` names the option as the user gave it."""
-    if max_ts is None or max_ts <= SAFE_MAX_TS:
+    """Refuse, before anything runs, a per-warp budget the session is known to kill its process
+    with (above ``SESSION_SAFE_MAX_TS``: vocab says when it was seen); ``asked_as`` names the
+    option as the user gave it."""
+    if max_ts is None or max_ts <= SESSION_SAFE_MAX_TS:
         return
     if (os.environ if env is None else env).get(UNSAFE_BUDGET_ENV) == "1":
         return
     said = f"{asked_as}{max_ts}" if asked_as.endswith("=") else f"{asked_as} {max_ts}"
     raise UsageError(
         f"{said} in an in-process session: run-iket 4.8.1's session kills its process "
-        f"with more than {SAFE_MAX_TS} timestamps a warp",
+        f"with more than {SESSION_SAFE_MAX_TS} timestamps a warp",
         hint="capture kernels that emit more with the two passes (iket profile without --one-pass or "
         "--window; --extract for one call), whose tracker pass sizes the budget; "
         f"{UNSAFE_BUDGET_ENV}=1 tries anyway, at the process's risk",
