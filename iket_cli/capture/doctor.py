@@ -17,6 +17,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import IketError
+from ..model.vocab import SESSION_SAFE_MAX_TS
 from ..system import machine, slurm_cli, spawn, toolchain
 from . import trackers
 
@@ -88,6 +89,20 @@ print(json.dumps({"seconds": round(time.perf_counter() - start, 2),
                   "version": getattr(tvm_tirx, "__version__", "unknown")}))
 """
 
+# The in-process session (iket_cli.window, %%iket, pytest's mark, --window, --one-pass): NVIDIA's
+# library found and loaded as a window loads it (it needs the driver), its ABI read.
+_SESSION_PROBE = """
+import json
+from iket_cli.capture import session
+from iket_cli.errors import IketError
+try:
+    path = session.find_library(dsl_packages=DSL_PACKAGES)
+    major, minor, _ = session.abi_version(session.load(path), path)
+except IketError as error:
+    raise SystemExit(error.message)
+print(json.dumps({"path": str(path), "abi": f"{major}.{minor}"}))
+"""
+
 
 @dataclass
 class Check:
@@ -146,6 +161,9 @@ def checks(env: dict[str, str] | None = None) -> list[Check]:
         "gpu": Probe(_GPU_PROBE, env),
         "tirx": Probe(_TIRX_PROBE, child_env),
         "cute": Probe(_CUTE_PROBE, child_env),
+        "session": Probe(
+            _SESSION_PROBE.replace("DSL_PACKAGES", repr(tool.dsl_packages if tool else None)), env
+        ),
     }
     if tool:
         probes["decoder"] = Probe(_DECODER_PROBE, child_env)
@@ -156,6 +174,7 @@ def checks(env: dict[str, str] | None = None) -> list[Check]:
     found.append(_nvrtc(*probes["nvrtc"].result()))
     found.append(_gpu(*probes["gpu"].result(), smi.result()))
     found.append(_injection(env))
+    found.append(_session(*probes["session"].result()))
     found.append(_tirx(*probes["tirx"].result()))
     found.append(_cute(*probes["cute"].result()))
     found.append(_cute_variables(env))
@@ -214,6 +233,21 @@ def _injection(env: dict[str, str]) -> Check:
         injection or "unset",
         "unset it: IKET cannot run under Nsight or another CUPTI tool",
     )
+
+
+def _session(answer: dict | None, problem: str) -> Check:
+    name = "in-process session"
+    if answer:
+        detail = (
+            f"ABI {answer['abi']} at {answer['path']}: iket_cli.window, %%iket, pytest --iket, --window, "
+            f"--one-pass (at most {SESSION_SAFE_MAX_TS} timestamps a warp)"
+        )
+        return Check(name, True, detail, required=False)
+    fix = (
+        "windows need run-iket 4.8's libiket_injection.so and the NVIDIA driver; "
+        "the two-pass capture does not use it"
+    )
+    return Check(name, False, problem, fix, required=False)
 
 
 def _tirx(answer: dict | None, problem: str) -> Check:

@@ -165,18 +165,23 @@ def load(path: Path) -> Any:
 
 def checked(lib: Any, path: Path | str) -> Any:
     """``lib`` when it speaks ABI 1.x; a :class:`ToolchainError` naming the version otherwise."""
+    major, minor, result = abi_version(lib, path)
+    if result != 0 or major != ABI_MAJOR:
+        raise ToolchainError(
+            f"{path} speaks session ABI {major}.{minor} (result {result}); iket speaks {ABI_MAJOR}.x",
+            hint="install the nvidia-cutlass-dsl-libs-base this iket supports (4.8)",
+        )
+    return lib
+
+
+def abi_version(lib: Any, path: Path | str) -> tuple[int, int, int]:
+    """The library's session ABI (major, minor) and the call's result."""
     major, minor = ctypes.c_uint32(), ctypes.c_uint32()
     try:
         result = lib.IketProfilingSessionGetApiVersion(ctypes.pointer(major), ctypes.pointer(minor))
     except AttributeError:
         raise ToolchainError(f"{path} has no in-process session (run-iket older than 4.8)") from None
-    if result != 0 or major.value != ABI_MAJOR:
-        raise ToolchainError(
-            f"{path} speaks session ABI {major.value}.{minor.value} (result {result}); "
-            f"iket speaks {ABI_MAJOR}.x",
-            hint="install the nvidia-cutlass-dsl-libs-base this iket supports (4.8)",
-        )
-    return lib
+    return major.value, minor.value, result
 
 
 class Session:

@@ -13,6 +13,7 @@ def test_checks_in_process_name_every_part_and_leak_nothing(monkeypatch):
         "cuda-bindings + NVRTC",
         "GPU",
         "CUDA_INJECTION64_PATH",
+        "in-process session",
         "TIRx",
         "CuTe DSL",
         "CuTe DSL variables",
@@ -21,6 +22,19 @@ def test_checks_in_process_name_every_part_and_leak_nothing(monkeypatch):
         "Slurm (iket run --executor slurm)",
     ], "no decoder check without run-iket"
     assert not doctor.healthy(results)
+
+
+def test_the_in_process_session_is_checked_as_a_window_loads_it(library, tmp_path):
+    env = {"IKET_CLI_SESSION_LIBRARY": str(library)}
+    (check,) = [c for c in doctor.checks(env) if c.name == "in-process session"]
+    assert check.ok and not check.required and f"ABI 1.0 at {library}" in check.detail, check
+    assert "at most 256 timestamps a warp" in check.detail
+    newer = {**env, "IKET_DOUBLE_VERSION": "2"}
+    (check,) = [c for c in doctor.checks(newer) if c.name == "in-process session"]
+    assert not check.ok and "speaks session ABI 2.0" in check.detail and "libiket_injection.so" in check.fix
+    gone = {"IKET_CLI_SESSION_LIBRARY": str(tmp_path / "none.so")}
+    (check,) = [c for c in doctor.checks(gone) if c.name == "in-process session"]
+    assert not check.ok and check.detail.startswith(f"cannot load {tmp_path / 'none.so'}"), check
 
 
 def test_a_probe_that_fails_names_its_last_line():
