@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,17 @@ class Decode:
     outcomes: list[Outcome]
     ahead: Ahead | None
     seconds: float
+    #: The traces a folder of JSON traces (no raw capture) was exported from, by file name, at
+    #: most :data:`~iket_cli.decode.tasks.MOST_TRACES` of them: its lint and report need not
+    #: read them again (a raw capture's decode hands its own over through its outcomes).
+    loaded: dict[str, Trace] = field(default_factory=dict)
+
+    def traces(self) -> dict[str, Trace]:
+        """The traces this decode assembled or exported from, by file name, taken out: whoever
+        takes them decides how long they stay in memory."""
+        taken = {**decode_tasks.take_traces(self.outcomes), **self.loaded}
+        self.loaded = {}
+        return taken
 
     @property
     def error(self) -> DecodeError | None:
@@ -76,8 +87,9 @@ def decode_folder(
         from . import trace_exports
 
         meanwhile()
-        trace_exports.write(folder, formats)
-        return Decode(folder, [], None, round(time.monotonic() - start, 3))
+        read = trace_exports.write(folder, formats)
+        kept = dict(list(read.items())[-decode_tasks.MOST_TRACES :])
+        return Decode(folder, [], None, round(time.monotonic() - start, 3), kept)
     from .finish import Ahead  # imported by the profile's preload while the passes ran
 
     ahead = Ahead(folder, formats)
@@ -118,6 +130,7 @@ class Decoded:
         self.seconds: float | None = None
         self._known: dict[Path, list[Outcome]] = {}
         self._ahead: dict[Path, Ahead] = {}
+        self._loaded: dict[Path, dict[str, Trace]] = {}
 
     def __call__(self, folder: Path) -> None:
         """Decode every process's raw capture in ``folder`` into the formats, in parallel."""
@@ -138,6 +151,8 @@ class Decoded:
         self._known[folder] = done.outcomes
         if done.ahead is not None:
             self._ahead[folder] = done.ahead
+        if done.loaded:
+            self._loaded[folder] = done.loaded
         decode_tasks.drop_traces([o for done in self._known.values() for o in done])  # over all folders
 
     def close(self) -> None:
@@ -162,7 +177,7 @@ class Decoded:
     def traces(self, folder: Path) -> dict[str, Trace]:
         """The traces ``folder``'s decode assembled, by file name; handed over once (the
         caller's reports free them), so a second call finds none."""
-        return decode_tasks.take_traces(self._known.get(folder, []))
+        return {**decode_tasks.take_traces(self._known.get(folder, [])), **self._loaded.pop(folder, {})}
 
 
 def _traces_in(folder: Path) -> bool:

@@ -143,7 +143,7 @@ def _finished(
     from .finish import finish
 
     outcomes = done.outcomes
-    counted, traces = tasks_mod.known_counts(outcomes), tasks_mod.take_traces(outcomes)
+    counted, traces = tasks_mod.known_counts(outcomes), done.traces()
     joined = tasks_mod.known_joins(outcomes)
     record["processes"] = artifacts.rescan(capture_dir, record["processes"], counted, joined)
     finished = finish(capture_dir, record, formats, kept=had_json, traces=traces, ahead=done.ahead)

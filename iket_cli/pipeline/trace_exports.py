@@ -48,24 +48,26 @@ def compact(path: Path) -> bool:
 
 def write(
     capture_dir: Path, formats: list[str], loaded: Mapping[str, trace_mod.Trace] | None = None
-) -> list[str]:
-    """Write each JSON trace's Perfetto trace (``perfetto``) and its gzip'd copy (``html``);
-    the names written. ``loaded``: traces already read, by file name (not read again). A trace
-    that cannot be read raises the reader's error."""
+) -> dict[str, trace_mod.Trace]:
+    """Write each JSON trace's Perfetto trace (``perfetto``) and its gzip'd copy (``html``).
+    ``loaded``: traces already read, by file name (not read again). The traces it read or was
+    given, by file name, for the lint and the report after it (none where nothing was
+    exported). A trace that cannot be read raises the reader's error."""
     from ..render import perfetto
 
-    written = []
+    read: dict[str, trace_mod.Trace] = {}
     for path in traces_in(capture_dir):
         compact(path)
     if "perfetto" not in formats and "html" not in formats:
-        return written
+        return read
     for path in traces_in(capture_dir):
         pid_hex = pid_of(path.name)
         given = (loaded or {}).get(path.name)
-        data = perfetto.encode(given if given is not None else trace_mod.load(path))
+        trace = read[path.name] = given if given is not None else trace_mod.load(path)
+        data = perfetto.encode(trace)
         if "perfetto" in formats:
-            written.append(atomic.write(capture_dir / artifact_name(pid_hex, "perfetto"), data).name)
+            atomic.write(capture_dir / artifact_name(pid_hex, "perfetto"), data)
         if "html" in formats:
             packed = gzip.compress(data, GZIP_LEVEL)
-            written.append(atomic.write(capture_dir / artifact_name(pid_hex, "pftrace_gz"), packed).name)
-    return written
+            atomic.write(capture_dir / artifact_name(pid_hex, "pftrace_gz"), packed)
+    return read

@@ -274,3 +274,32 @@ def test_a_loss_at_the_default_budget_points_to_the_two_passes(work, library):
     (loss,) = manifest.read(work / "out")["completeness"]["losses"]
     assert loss["budget"] == 256 and "capture with the two passes" in loss["fix"], loss
     assert "--max-ts-cnt-per-warp 512" not in done.stderr, "no fix the session dies of"
+
+
+COUNTING = """
+import atexit, sys
+from iket_cli.model import trace
+reads = []
+load = trace.load
+trace.load = lambda *a, **k: reads.append(a[0]) or load(*a, **k)
+atexit.register(lambda: print("trace loads:", len(reads), file=sys.stderr))
+from iket_cli.cli import main
+sys.argv = ["iket", *sys.argv[1:]]
+main()
+"""
+
+
+def test_one_pass_reads_each_trace_twice_judged_then_exported_linted_and_reported(work, library):
+    """The CLI's process reads a window's trace for its completeness, then once for the
+    Perfetto export, the lint and the report (the export hands it on): two reads, not three."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, **session_env(library)}
+    done = subprocess.run(
+        [sys.executable, "-c", COUNTING, "profile", "work.py", "--one-pass", "-o", "out"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "trace loads: 2" in done.stderr, done.stderr[-2000:]
+    assert {p.suffix for p in (work / "out").iterdir()} >= {".html", ".pftrace", ".json"}
