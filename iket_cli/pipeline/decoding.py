@@ -87,9 +87,8 @@ def decode_folder(
         from . import trace_exports
 
         meanwhile()
-        read = trace_exports.write(folder, formats)
-        kept = dict(list(read.items())[-decode_tasks.MOST_TRACES :])
-        return Decode(folder, [], None, round(time.monotonic() - start, 3), kept)
+        held = trace_exports.write(folder, formats, hold=decode_tasks.MOST_TRACES)
+        return Decode(folder, [], None, round(time.monotonic() - start, 3), held)
     from .finish import Ahead  # imported by the profile's preload while the passes ran
 
     ahead = Ahead(folder, formats)

@@ -47,27 +47,36 @@ def compact(path: Path) -> bool:
 
 
 def write(
-    capture_dir: Path, formats: list[str], loaded: Mapping[str, trace_mod.Trace] | None = None
+    capture_dir: Path,
+    formats: list[str],
+    loaded: Mapping[str, trace_mod.Trace] | None = None,
+    *,
+    hold: int = 0,
 ) -> dict[str, trace_mod.Trace]:
     """Write each JSON trace's Perfetto trace (``perfetto``) and its gzip'd copy (``html``).
-    ``loaded``: traces already read, by file name (not read again). The traces it read or was
-    given, by file name, for the lint and the report after it (none where nothing was
-    exported). A trace that cannot be read raises the reader's error."""
+    ``loaded``: traces already read, by file name (not read again). The last ``hold`` traces
+    it read or was given, by file name, for the lint and the report after it (the others are
+    let go as it goes: a capture of many processes is never held whole). A trace that cannot
+    be read raises the reader's error."""
     from ..render import perfetto
 
-    read: dict[str, trace_mod.Trace] = {}
+    held: dict[str, trace_mod.Trace] = {}
     for path in traces_in(capture_dir):
         compact(path)
     if "perfetto" not in formats and "html" not in formats:
-        return read
+        return held
     for path in traces_in(capture_dir):
         pid_hex = pid_of(path.name)
         given = (loaded or {}).get(path.name)
-        trace = read[path.name] = given if given is not None else trace_mod.load(path)
+        trace = given if given is not None else trace_mod.load(path)
         data = perfetto.encode(trace)
+        if hold:
+            held[path.name] = trace
+            while len(held) > hold:
+                del held[next(iter(held))]
         if "perfetto" in formats:
             atomic.write(capture_dir / artifact_name(pid_hex, "perfetto"), data)
         if "html" in formats:
             packed = gzip.compress(data, GZIP_LEVEL)
             atomic.write(capture_dir / artifact_name(pid_hex, "pftrace_gz"), packed)
-    return read
+    return held

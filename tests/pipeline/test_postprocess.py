@@ -152,6 +152,21 @@ def test_at_most_two_assembled_traces_are_held():
     assert [o.split.trace is not None for o in outcomes] == [False, False, True, True]
 
 
+def test_an_export_from_json_traces_holds_the_last_ones_only(tmp_path):
+    """A folder of many JSON traces: the export from the JSON lets each trace go once the
+    next ones fill what it may hold, as the pool does (the lint and report read the others)."""
+    from iket_cli.pipeline import trace_exports
+
+    for name in ("iket_pid_0x23f.trace.json",):
+        shutil.copy(FIXTURES / "multi" / name, tmp_path)
+    for name in ("iket_pid_0x299.trace.json", "iket_pid_0x2b5.trace.json"):
+        shutil.copy(FIXTURES / "spawn" / name, tmp_path)
+    held = trace_exports.write(tmp_path, ["perfetto"], hold=2)
+    assert list(held) == ["iket_pid_0x299.trace.json", "iket_pid_0x2b5.trace.json"]
+    assert len(list(tmp_path.glob("*.pftrace"))) == 3
+    assert trace_exports.write(tmp_path, ["perfetto"]) == {}, "nothing held unless asked"
+
+
 def test_the_manifest_says_how_a_perfetto_export_was_joined(tmp_path, monkeypatch):
     """A Perfetto export joined from CTA chunks is run-iket's trace, not its bytes: the
     manifest's artifact says so (parts, identity), and a later rescan keeps it."""
