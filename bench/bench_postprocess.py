@@ -1,6 +1,6 @@
 """``iket postprocess`` against ``run-iket postprocess`` on the keep256 raw capture.
 
-Both decode the same raw capture (``../shared/captures/keep256_raw.tar.xz``, or ``--raw``:
+Both decode the same raw capture (``tests/fixtures/keep256_raw.tar.xz``, or ``--raw``:
 811k ranges and 811k markers) into fresh copies, interleaved, ``--runs`` times per format.
 Wall time and peak memory (the summed RSS of the whole process tree, sampled every 20 ms)
 are reported as medians, with iket's ratio to run-iket. Prints a markdown table.

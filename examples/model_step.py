@@ -6,7 +6,7 @@ of ``model_tirx_kernel`` (default) or, with ``KERNEL=cute``, the CuTe DSL kernel
 ``model_cute_kernel`` — and adds the mean of the result as a constant: the kernel's output is
 used, and autograd never sees it.
 
-run-iket 4.8.1 aborts on the half-precision cuBLAS GEMMs of such a step (RUN_IKET_NOTES.md),
+run-iket 4.8.1 aborts on the half-precision cuBLAS GEMMs of such a step (docs/faults.md),
 so a plain ``iket profile examples/model_step.py`` fails. Record the kernel's call in a plain
 run and capture only that call instead::
 

@@ -1,7 +1,6 @@
-"""A kernel guarded by pytest, with iket's plugin (docs/pytest.md). On a GPU (the kernel is
-compiled at import, before the first window, so later windows may open: IKET_CLI_SESSION_AGAIN):
+"""A kernel guarded by pytest, with iket's plugin (docs/pytest.md). On a GPU (each window test
+runs in a process of its own where run-iket's session allows one window a process):
 
-    export IKET_CLI_SESSION_AGAIN=1
     pytest examples/test_kernel.py --iket caps                  # capture each marked test
     pytest examples/test_kernel.py --iket-baseline caps          # compare with those captures
     IKET_EXAMPLE_SLOW=1 pytest examples/test_kernel.py --iket-baseline caps   # fails: slower

@@ -7,8 +7,10 @@ the real ``iket`` CLI stages, checks and publishes them. On a GPU machine, run i
 
     iket profile examples/profile_affine.py:workload -o iket-affine
 
-The demo works in a temporary folder and removes it at the end, whatever happens;
-``--keep DIR`` writes the capture to DIR instead and leaves it there to open.
+The capture is kept in ``./iket-demo`` (``-o DIR`` chooses another folder; a demo run again
+replaces its own): the README's reading commands run on it as written (``iket show iket-demo``).
+The demo's own scratch files (the run-iket stand-in, the workload) go to a temporary folder,
+removed at the end whatever happens.
 """
 
 from __future__ import annotations
@@ -24,19 +26,22 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Where the capture is kept unless -o says otherwise (relative to the current folder).
+DEFAULT_OUT = "iket-demo"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", metavar="DIR", type=Path, help="write the capture here and keep it")
+    parser.add_argument(
+        "-o", "--output", "--keep", dest="out", metavar="DIR", type=Path, default=Path(DEFAULT_OUT),
+        help=f"where the capture is kept (default ./{DEFAULT_OUT})",
+    )  # fmt: skip
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="iket-demo-"))
     try:
-        return demo(work, args.keep.resolve() if args.keep else work / "iket-affine")
+        return demo(work, args.out.resolve())
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        if args.keep is None:
-            print("\n(the demo's capture was in a temporary folder, now removed: --keep DIR keeps one)")
 
 
 def demo(work: Path, out: Path) -> int:
@@ -65,7 +70,13 @@ def demo(work: Path, out: Path) -> int:
         show = [sys.executable, "-m", "iket_cli", "show", str(out)]
         print("$", " ".join(show), flush=True)
         code = subprocess.call(show)
-    print("\nOn a GPU machine: iket profile examples/profile_affine.py:workload -o iket-affine")
+    if code == 0:
+        shown = os.path.relpath(out) if not os.path.relpath(out).startswith("..") else str(out)
+        print(
+            f"\nThe capture is kept in {shown}/: iket show {shown}, iket lint {shown}, "
+            f"iket report {shown} -o report.html, or open {shown}/iket_pid_0x204.html in a browser."
+        )
+    print("On a GPU machine: iket profile examples/profile_affine.py:workload -o iket-affine")
     return code
 
 

@@ -4,16 +4,19 @@ value or a few bytes at a time, fed to show, report, lint, diff, merge, export, 
 postprocess; and (issue 50) the saved calls of ``--extract`` (``calls.json``, the pickles and
 raw arrays, planted links and FIFOs) fed to ``profile --replay``, a manifest's ``extract``
 record, CuTe DSL's DAG and warp-role files fed to ``show --pipeline``/``--by role`` and the
-other readers, and ``doctor --gpu``'s cache.
+other readers, and ``doctor --gpu``'s cache; and (issue 63, ``scripts/fuzz_windows.py``) window
+captures, the session's own traces, pytest marks and baselines, and ``%iket`` lines.
 
 A case passes when its command ends with exit 0, 1 or 2, prints no traceback, says one
 ``iket: error:`` line when it fails, ends within ``LIMIT_S`` and stays under ``PEAK_BYTES``
-of resident memory. A child is forked from this process with iket, numpy, pyarrow and
-DuckDB already imported (a case costs its command, not a Python start-up); a decoder that
-aborts, a runaway allocation (``MemoryError`` under the address-space limit) or a hang is
-the child's end, never this process's.
+of resident memory; and, where a trace of its capture still shows a loss by itself (recounted
+apart from iket), when it does not read that capture as complete (``lost-as-complete``). A
+child is forked from this process with iket, numpy, pyarrow and DuckDB already imported (a
+case costs its command, not a Python start-up); a decoder that aborts, a runaway allocation
+(``MemoryError`` under the address-space limit) or a hang is the child's end, never this
+process's.
 
-    python scripts/fuzz_battery.py --cases 560 --json docs/fuzz_battery.json
+    python scripts/fuzz_battery.py --cases 1040 --json docs/fuzz_battery.json
 
 ``tests/faults/test_fuzz.py`` runs a bounded number of the same cases in CI.
 """
@@ -37,6 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fuzz_windows  # noqa: E402  (beside this script)
+
 FIXTURES = ROOT / "tests" / "fixtures"
 DOUBLE = ROOT / "tests" / "fakes" / "run_iket_double.py"
 PEAK_BYTES = 2 << 30  # no process above 2 GB
@@ -113,6 +119,7 @@ COMMANDS = {
         ["postprocess", "{cap}", "--format", "json"],
     ],
 }
+COMMANDS.update(fuzz_windows.COMMANDS)
 #: The seed captures each kind damages (the first kinds' choice is as it was: same cases).
 SEEDS_OF = {
     "manifest": ("affine", "multi"),
@@ -125,6 +132,7 @@ SEEDS_OF = {
     "roles": ("pipe",),
     "doctor": ("affine",),
     "loss": ("loss",),
+    **fuzz_windows.SEEDS_OF,
 }
 #: The ``--extract`` seed: a numpy workload whose one call is recorded.
 KERNELS = "def launch(a, b):\n    b[:] = a * 2\n    return b\n"
@@ -173,6 +181,7 @@ def prepare(work: Path) -> dict[str, Path]:
     shutil.copytree(FIXTURES / "cute_pipeline", work / "pipe")
     seeds["pipe"] = work / "pipe"
     seeds["double"] = launcher
+    fuzz_windows.prepare(work, seeds)
     return seeds
 
 
@@ -295,6 +304,8 @@ def make_case(kind: str, seed: int, seeds: dict[str, Path], into: Path, which: i
     """Copy a seed capture into ``into``/cap, damage it as ``kind`` says, and return the
     command ``COMMANDS[kind][which]`` (modulo their number) with its paths filled in."""
     rng = random.Random(seed)
+    if kind in fuzz_windows.COMMANDS:
+        return fuzz_windows.make(kind, rng, seeds, into, which, damage_json)[0]
     source = seeds[rng.choice(SEEDS_OF[kind])]
     cap = into / "cap"
     shutil.copytree(source, cap, symlinks=True)
@@ -504,8 +515,26 @@ def _battery(cases: int, work: Path, first_seed: int, kinds) -> list[Outcome]:
         into = work / f"case{number}"
         into.mkdir()
         argv = make_case(kind, seed, seeds, into, which=number // len(kinds))
-        code, signum, peak, seconds, out, err = run_case(argv, into)
-        problem = judge(code, signum, peak, out, err)
+        lossy = fuzz_windows.shows_a_loss(into / "cap")  # before the command: it may rewrite the trace
+        if argv[0] == "@pytest":
+            started = time.monotonic()
+            code, signum, out, err = fuzz_windows.run_pytest(argv[1], into, seeds["library"])
+            peak, seconds = 0, time.monotonic() - started
+            problem = fuzz_windows.judge_host(kind, code, signum, out, err)
+        elif argv[0] == "@ipython":
+            started = time.monotonic()
+            code, signum, out, err = fuzz_windows.run_magic(argv[1], into, seeds["library"])
+            peak, seconds = 0, time.monotonic() - started
+            problem = fuzz_windows.judge_host(kind, code, signum, out, err)
+        else:
+            code, signum, peak, seconds, out, err = run_case(argv, into)
+            problem = judge(code, signum, peak, out, err)
+            if (
+                problem is None
+                and lossy
+                and fuzz_windows.lost_as_complete(argv, code, out, err, into / "cap")
+            ):
+                problem = "lost-as-complete"
         outcomes.append(Outcome(kind, seed, argv, code, signum, peak, round(seconds, 3), problem))
         if problem is None:
             shutil.rmtree(into, ignore_errors=True)

@@ -2,8 +2,8 @@
 ``python -m pytest -m gpu scripts/gpu_injection.py``.
 
 The workload runs the instrumented affine TIRx kernel between two bf16 GEMMs (torch
-``a @ b``), which run-iket 4.8.1 aborts on (RUN_IKET_NOTES.md). iket must say that the
-injection killed it, in which pass, with the hint; with ``--log-level info`` it quotes the
+``a @ b``), which run-iket 4.8.1 aborts on (docs/faults.md, "When run-iket itself fails"). iket
+must say that the injection killed it, in which pass, with the hint; with ``--log-level info`` it quotes the
 injection log's warning. The same script without iket runs fine. Skipped without a GPU.
 """
 

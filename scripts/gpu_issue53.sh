@@ -11,7 +11,7 @@ out=${OUT:-/tmp/iket-gpu-out}; w=/tmp/iket53; rm -rf "$w"; mkdir -p "$w" "$out"
 python3 -m pip install -q --no-deps --no-index --target /tmp/py53 .wheels53/*.whl 2>&1 | tail -2
 export PYTHONPATH=/tmp/py53:$PWD/examples:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 run_pytest() { python3 -m pytest -c /dev/null --rootdir "$PWD" -p iket_pytest -p no:cacheprovider examples/test_kernel.py "$@"; }
-run_pytest --iket "$w/refused" -rA 2>&1 | grep -E "passed|failed|second window" | cut -c1-200; echo "pytest --iket, no IKET_CLI_SESSION_AGAIN (later tests refused): exit ${PIPESTATUS[0]}"
+run_pytest --iket "$w/refused" -rA 2>&1 | grep -E "passed|failed|second window" | cut -c1-200; echo "pytest --iket, no IKET_CLI_SESSION_AGAIN (each window test in a process of its own): exit ${PIPESTATUS[0]}"
 export IKET_CLI_SESSION_AGAIN=1  # examples/test_kernel.py compiles its kernel at import
 run_pytest --iket "$w/caps" -rA --junitxml "$w/junit.xml" 2>&1 | tail -25; echo "pytest --iket: exit ${PIPESTATUS[0]}"
 grep -o 'name="iket[^/]*' "$w/junit.xml" | head -8

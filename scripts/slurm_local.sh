@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A one-node Slurm cluster on this machine, for the tests of `iket run --executor slurm`
-# (.ci/run calls it; ../shared/SLURM_NOTES.md has what it is built from).
+# (.ci/run calls it; docs/ci.md says what the Slurm executor needs of a cluster).
 #   bash scripts/slurm_local.sh install   # Debian's slurmctld, slurmd, slurm-client, munge (root)
 #   bash scripts/slurm_local.sh start     # munge key, slurm.conf, both daemons; waits for `sinfo`
 #   bash scripts/slurm_local.sh stop      # both daemons and munged, by their pid files
@@ -111,9 +111,18 @@ start() {
   return 1
 }
 
+stop_all() {  # the Slurm daemons, then munged (its pid file, else the process by name)
+  stop
+  if [[ -s /run/munge/munged.pid ]]; then
+    kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+  else
+    pkill -x munged 2>/dev/null || true
+  fi
+}
+
 case $action in
   install) install ;;
   start) start ;;
-  stop) stop ;;
+  stop) stop_all ;;
   *) echo "usage: $0 install|start|stop" >&2; exit 2 ;;
 esac

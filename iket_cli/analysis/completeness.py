@@ -41,7 +41,6 @@ from ..model.vocab import (
     INSTRUMENT_CONFIG,
     RAW_DIR,
     RAW_MANIFEST,
-    SESSION_SAFE_MAX_TS,
     TRACKER_DIR,
     TRACKER_JSON,
     raw_pid,
@@ -134,7 +133,7 @@ def check(evidence: Evidence) -> Completeness:
         if found is None:
             continue
         result.losses += _dropped(pid_hex, found, evidence.needed, told, names)
-    result.losses += [loss for loss in told if not _covered(loss, result.losses)]
+    result.losses += [loss for loss in told if not covered(loss, result.losses)]
     result.losses += _missing(evidence, names, result.losses)
     result.checked, result.unchecked = _sources(evidence)
     return result
@@ -199,9 +198,9 @@ def _why(cause: str, budget: int | None, emitted: int | None, counted: int | Non
     if cause != BUDGET:
         return ": the cause is not known"
     if emitted:
-        return f": its warps emitted {emitted} timestamps, over the budget of {budget} per warp"
-    need = f" below the {counted} the tracker pass counted" if counted else " below what its warps emit"
-    return f": the budget of {budget} timestamps per warp is{need}"
+        return f": its warps emitted {emitted:,} timestamps, over the budget of {_count(budget)} per warp"
+    need = f" below the {counted:,} the tracker pass counted" if counted else " below what its warps emit"
+    return f": the budget of {_count(budget)} timestamps per warp is{need}"
 
 
 def _told(log: LogReading, names: Namer) -> list[Loss]:
@@ -231,7 +230,7 @@ def _told(log: LogReading, names: Namer) -> list[Loss]:
     return losses
 
 
-def _covered(loss: Loss, found: list[Loss]) -> bool:
+def covered(loss: Loss, found: list[Loss]) -> bool:
     """Whether the decode already accounts for a loss the log reports (the same kernel's)."""
     return any(f.kernel == loss.kernel and f.lost == loss.lost for f in found if loss.kernel)
 
@@ -290,37 +289,31 @@ def from_trace(trace: Trace) -> list[dict[str, Any]]:
     return losses
 
 
-def of_window(trace: Trace, log_lines: list[str], log_level: str, budget: int | None = None) -> Completeness:
-    """An in-process window's losses: what its injection log says (kept in ``iket.log``) and
-    what its trace shows by itself (:func:`from_trace`); no raw capture, no tracker pass. With
-    no tracker to count what the warps emit, a budget loss says the budget in effect and to
-    raise it (:func:`window_fix`)."""
-    reading = injection_log.read_lines(log_lines)
-    found = check(Evidence(log=reading, log_level=log_level, failed=reading.failed_operations))
-    shown = [Loss(**loss) for loss in from_trace(trace)]
-    found.losses += [loss for loss in shown if not _covered(loss, found.losses)]
-    for loss in found.losses:
-        if loss.cause == BUDGET and budget:
-            loss.budget, loss.fix = budget, window_fix(budget)
-    found.checked.append("trace")
-    return found
+def shown_too(recorded: list[dict[str, Any]] | None, trace: Trace) -> list[dict[str, Any]]:
+    """The losses a reader says of ``trace``: what its capture recorded, and what the trace
+    shows by itself of the kernels the record does not name (a record damaged, or made before
+    a loss could be seen, never hides a loss the trace shows)."""
+    kept = list(recorded or [])
+    named = {loss.get("kernel") for loss in kept}
+    return kept + [loss for loss in from_trace(trace) if loss["kernel"] not in named]
 
 
-def window_fix(budget: int) -> str:
-    """A window's budget fix: no tracker pass sizes it, so twice the budget it had, where a
-    session survives that (:data:`SESSION_SAFE_MAX_TS`); past it, the two passes, whose tracker
-    pass counts what the warps emit."""
-    more = budget * 2
-    if more > SESSION_SAFE_MAX_TS:
-        return (
-            f"capture with the two passes (iket profile without --one-pass or --window; --extract "
-            f"for one call), whose tracker pass sizes the budget: an in-process session dies above "
-            f"{SESSION_SAFE_MAX_TS} timestamps per warp (run-iket 4.8.1)"
-        )
-    return (
-        f"raise the budget of {budget} timestamps per warp, e.g. --max-ts-cnt-per-warp {more} "
-        f"(max_ts_cnt_per_warp={more} in iket_cli.window, %%iket and the pytest mark)"
+def with_traces(record: dict[str, Any] | None, shown: list[dict[str, Any]]) -> dict[str, Any]:
+    """A completeness record with what the traces show by themselves (:func:`from_trace`, each
+    loss with its ``pid_hex``) added to what ``record`` (a manifest's, or None) already says: a
+    folder of JSON traces with no raw capture beside them is judged from the traces, never left
+    claiming nothing while a trace shows a loss."""
+    kept = record if isinstance(record, dict) else {}
+    found = Completeness(
+        losses=[Loss.of(loss) for loss in kept.get("losses") or []],
+        checked=[c for c in kept.get("checked") or [] if c != "trace"],
+        unchecked=list(kept.get("unchecked") or []),
     )
+    for new in map(Loss.of, shown):
+        if not any(f.kernel == new.kernel and f.pid_hex in (new.pid_hex, None) for f in found.losses):
+            found.losses.append(new)
+    found.checked.append("trace")
+    return found.to_dict()
 
 
 def _sources(evidence: Evidence) -> tuple[list[str], list[dict[str, str]]]:
@@ -346,6 +339,11 @@ def _sources(evidence: Evidence) -> tuple[list[str], list[dict[str, str]]]:
     else:
         unchecked.append({"source": "launches", "why": "no tracker pass listed the workload's launches"})
     return checked, unchecked
+
+
+def _count(value: int | None) -> str:
+    """A count with its thousands separators (``?`` where not known)."""
+    return f"{value:,}" if isinstance(value, int) else "?"
 
 
 def _n(count: int, one: str, many: str) -> str:

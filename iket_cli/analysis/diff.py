@@ -167,25 +167,39 @@ def median_se(values: list[int]) -> float | None:
 
 
 def parse_thresholds(spec: str | None) -> list[tuple[str, float]]:
-    """``5%`` or ``mainloop=3%,*=10%`` -> [(pattern, fraction)], most specific first."""
+    """``5%`` or ``mainloop=3%,*=10%`` -> [(pattern, fraction)], most specific first. A bare
+    number is a fraction (``0.05`` is 5%); one of 1 or more is refused (``5`` meant as 5% would
+    read as 500%, a gate that never fires)."""
     if not spec:
         return []
     rules = []
     for part in spec.split(","):
         pattern, sep, value = part.rpartition("=")
         pattern = pattern.strip() if sep else "*"
-        value = value.strip()
-        try:
-            fraction = float(value.removesuffix("%")) / (100 if value.endswith("%") else 1)
-        except ValueError:
-            raise UsageError(
-                f"--fail-over {part!r} is not a threshold",
-                hint="e.g. --fail-over 5% or --fail-over 'mainloop=3%,*=10%'",
-            ) from None
-        if fraction < 0:
-            raise UsageError(f"--fail-over {part!r} is negative")
-        rules.append((pattern, fraction))
+        rules.append((pattern, _fraction(part, value.strip())))
     return sorted(rules, key=lambda rule: rule[0] == "*")
+
+
+def _fraction(part: str, value: str) -> float:
+    """A threshold's value as a fraction: ``5%`` or a bare fraction below 1."""
+    percent = value.endswith("%")
+    try:
+        number = float(value.removesuffix("%"))
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise UsageError(
+            f"--fail-over {part!r} is not a threshold",
+            hint="e.g. --fail-over 5% or --fail-over 'mainloop=3%,*=10%'",
+        )
+    if number < 0:
+        raise UsageError(f"--fail-over {part!r} is negative", hint="e.g. --fail-over 5%")
+    if not percent and number >= 1:
+        raise UsageError(
+            f"--fail-over {part!r}: a bare number is a fraction ({value} would be {number:.0%})",
+            hint=f"did you mean {value}%?",
+        )
+    return number / 100 if percent else number
 
 
 def threshold_for(rules: list[tuple[str, float]], kernel: str, name: str) -> float | None:

@@ -33,7 +33,7 @@ def check(capture_dir: Path) -> list[str]:
     for key in keys:
         if tracked[key] != captured[key]:
             problems.append(
-                f"{namer(key[0])}: {tracked[key]} launch(es) in the tracker pass, "
+                f"{namer(key[0])}: {tracked[key]:,} launch(es) in the tracker pass, "
                 f"{captured[key]} in the capture pass"
             )
     return problems

@@ -37,7 +37,7 @@ from ..model.names import short as short_name
 from ..model.reading import Opened
 from ..model.trace import Trace
 from ..model.vocab import PAYLOAD_TYPES, PUSH_POP, START_END, TIMER_STEP_NS, WARP_TRACE
-from .completeness import EMPTY_CANDIDATES, from_trace
+from .completeness import EMPTY_CANDIDATES, shown_too
 from .launches import mode_of
 from .payloads import type_conflicts
 from .stats import any_distinct
@@ -107,7 +107,7 @@ def lint_file(path: Path, trace: Trace, context: Beside | None = None) -> list[F
     sites = (found.process or {}).get("payload_sites")
     dags = dags_for(path)
     unpaired = pair(trace, dags).undecided if dags else []
-    losses = found.losses if found.losses is not None else from_trace(trace)
+    losses = shown_too(found.losses, trace)
     findings = lint(trace, raw=raw, sites=sites, mode=found.mode, unpaired=unpaired, losses=losses)
     if raw is None:
         findings += [
@@ -325,7 +325,7 @@ def _unmatched(trace: Trace, kernel: str, launches: list, raw: rawevents.RawEven
             loose.append(("range_pop() without a range_push", count - pushed))
     if any(extra < 0 for _, extra in loose):
         return []
-    full = f" ({raw.full_warps} warps filled their trace buffer)" if raw.full_warps else ""
+    full = f" ({raw.full_warps:,} warps filled their trace buffer)" if raw.full_warps else ""
     return [
         Finding(
             "unmatched",

@@ -25,7 +25,7 @@ from . import launch_parts
 from . import launches as launches_mod
 from . import lint as lint_mod
 from . import spread as spread_mod
-from .completeness import from_trace
+from .completeness import shown_too
 from .groups import groups, text
 from .spread import Spread
 from .stats import Stats, stats
@@ -159,6 +159,7 @@ def summarize_capture(
             result += summarize_loaded(
                 label, path, trace, by=by, top=top, roles=roles, namer=namer, context=found, **filters
             )
+    _range_named(filters.get("range_name"), location, [trace for _, _, trace, _ in loaded])
     given = {name: value for name, value in filters.items() if value is not None}
     if given and not any(p["kernels"] or p["launches"] or p["uninstrumented"] or p["losses"] for p in result):
         shown = " ".join(
@@ -170,6 +171,19 @@ def summarize_capture(
             hint=f"its kernels: {', '.join(names) or 'none'}",
         )
     return result
+
+
+def _range_named(name: str | None, location: Path, traces: list[Trace]) -> None:
+    """``--range NAME`` that names no range of the capture: a usage error listing its names
+    (the marks that stay would otherwise show as a table of a range that is not there)."""
+    if name is None:
+        return
+    names = {trace.name(i) for trace in traces for launch in trace.launches for i in set(launch.ranges.name)}
+    if name not in names:
+        raise UsageError(
+            f"no range named {name!r} in {location}",
+            hint=f"its ranges: {', '.join(sorted(names)) or 'none'}",
+        )
 
 
 def _summarize_repeats(loaded, record, *, by, top, roles, namer, filters) -> list[dict]:
@@ -250,7 +264,7 @@ def summarize_loaded(
     quiet = launches_mod.quiet_kernels(loaded)
     mode = launches_mod.mode_of(loaded, found.mode)
     untraced = _matching(_untraced(found), filters)
-    losses = _matching(found.losses if found.losses is not None else from_trace(loaded), filters)
+    losses = _matching(shown_too(found.losses, loaded), filters)
     result = []
     for group, part, kernels in summed or summarize_groups(loaded, by=by, roles=roles, **filters):
         kernels = [k for k in kernels if k.kernel not in quiet and (k.ranges or k.markers)]

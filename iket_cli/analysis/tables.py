@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolchainError
+from ..errors import ManifestError, ToolchainError
 from ..model import labels
 from ..model import trace as trace_mod
 from ..model.names import Namer, demangle
@@ -220,10 +220,15 @@ def _launches(pa, rows: list[dict[str, Any]]):
     types.update({key: pa.int64() for key in counts})
     table = {}
     for key, values in columns.items():
-        if key in ("capture", "process"):
-            table[key] = pa.array(values, pa.string()).dictionary_encode()
-        else:
-            table[key] = pa.array(values, types.get(key, pa.string()))
+        try:  # a damaged trace's value beyond its column's type (2**80): said, not a traceback
+            table[key] = pa.array(
+                values, pa.string() if key in ("capture", "process") else types.get(key, pa.string())
+            )
+        except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+            raise ManifestError(
+                f"a launch's {key} is out of range", hint="decode it again: iket postprocess DIR"
+            ) from None
+        table[key] = table[key].dictionary_encode() if key in ("capture", "process") else table[key]
     return pa.table(table)
 
 

@@ -24,7 +24,7 @@ def short(budget: int | None, tracker_dir: Path, *, stopping: bool) -> CaptureEr
         return None
     stopped = "; stopped before the capture pass (--strict)" if stopping else ""
     return CaptureError(
-        f"the budget of {budget} timestamps per warp is below the {needed} the tracker pass counted: "
+        f"the budget of {budget:,} timestamps per warp is below the {needed:,} the tracker pass counted: "
         f"launches whose warps emit more will record nothing{stopped}",
         phase="capture",
         hint=fix_for(BUDGET, needed),

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import IketError
-from ..model.vocab import SESSION_SAFE_MAX_TS
+from ..model import runiket_facts
 from ..system import machine, slurm_cli, spawn, toolchain
 from . import trackers
 
@@ -120,8 +120,9 @@ class Probe:
         self.proc: Any = None
         try:
             self.proc = spawn.start(
-                [sys.executable, "-c", code], env=env, stdout=spawn.PIPE, stderr=spawn.PIPE, text=True
-            )
+                [sys.executable, "-c", code], env=env, stdout=spawn.PIPE, stderr=spawn.PIPE, text=True,
+                new_session=True,
+            )  # fmt: skip
         except IketError as error:
             self.error = error.message
 
@@ -130,10 +131,9 @@ class Probe:
         if self.proc is None:
             return None, self.error
         try:
-            out, err = self.proc.communicate(timeout=PROBE_TIMEOUT_S)
-        except spawn.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
+            out, err = spawn.output(self.proc, PROBE_TIMEOUT_S)
+        except spawn.TimeoutExpired:  # its group killed, the wait bounded: a daemon may hold the pipes
+            spawn.kill_group(self.proc)
             return None, f"no answer within {PROBE_TIMEOUT_S} s"
         lines = out.strip().splitlines()
         if self.proc.returncode == 0 and lines:
@@ -237,10 +237,12 @@ def _injection(env: dict[str, str]) -> Check:
 
 def _session(answer: dict | None, problem: str) -> Check:
     name = "in-process session"
+    facts = runiket_facts.installed()
     if answer:
         detail = (
             f"ABI {answer['abi']} at {answer['path']}: iket_cli.window, %%iket, pytest --iket, --window, "
-            f"--one-pass (at most {SESSION_SAFE_MAX_TS} timestamps a warp)"
+            f"--one-pass (run-iket {facts.release}: at most {facts.safe_max_ts} timestamps a warp, "
+            f"{_windows(facts)})"
         )
         return Check(name, True, detail, required=False)
     fix = (
@@ -248,6 +250,14 @@ def _session(answer: dict | None, problem: str) -> Check:
         "the two-pass capture does not use it"
     )
     return Check(name, False, problem, fix, required=False)
+
+
+def _windows(facts: runiket_facts.SessionFacts) -> str:
+    """How many windows one process may open, as the facts say."""
+    if facts.windows_per_process is None:
+        return "any number of windows a process"
+    n = facts.windows_per_process
+    return f"{n} window a process; pytest --iket runs each other window in a process of its own"
 
 
 def _tirx(answer: dict | None, problem: str) -> Check:

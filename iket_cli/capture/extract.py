@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,9 +98,10 @@ def parse_calls(text: str) -> tuple[int, ...] | str:
     word = str(text).strip().lower()
     if word == "last":
         return "last"
-    first, _, last = word.partition("-")
-    if first.isdigit() and (not last or last.isdigit()) and len(first) <= 13 and len(last) <= 13:
-        low, high = int(first), int(last or first)
+    # ASCII digits, both ends given: "1-" and a full-width "１" are not calls
+    given = re.fullmatch(r"([0-9]{1,13})(?:-([0-9]{1,13}))?", word)
+    if given:
+        low, high = int(given.group(1)), int(given.group(2) or given.group(1))
         if high - low >= MAX_CALLS and 1 <= low <= high:
             raise UsageError(
                 f"--calls {text} would save {high - low + 1:,} calls; iket saves at most {MAX_CALLS:,}",
@@ -205,6 +207,11 @@ def _check_defined(source: Path, function: str, qualname: str, option: str = "--
         )
     if binding == "constant":
         raise TargetError(f"{option} {function} is not callable", hint="name a function or a method")
+    if binding == "module":
+        raise TargetError(
+            f"{option} {function} is a module {source.name} imports, not a function",
+            hint="name the function that launches the kernel (MODULE:FUNC)",
+        )
     defined = [n for n in owner.body if getattr(n, "name", None) == name]
     last = defined[-1] if defined else None
     if isinstance(last, ast.ClassDef):

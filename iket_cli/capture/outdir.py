@@ -166,6 +166,12 @@ class Lock:
             except BlockingIOError:
                 holder = _read_holder(fd)
                 os.close(fd)
+                if holder == f" (pid {os.getpid()})":  # a window nested in one into the same folder
+                    raise OutputDirError(
+                        f"this process is already using {self.output_dir}: a capture or window into it "
+                        "is open here",
+                        hint="give the inner window a folder of its own",
+                    ) from None
                 raise OutputDirError(
                     f"another iket command is using {self.output_dir}{holder}: a capture into it, "
                     "or a decode of it",

@@ -3,7 +3,7 @@
 run-iket 4.8 ships ``iket/include/iket/iket_profiling_session.h`` (ABI 1.0), exported by
 ``iket/profiler/libiket_injection.so`` beside the installed run-iket: a session patches the
 kernels launched between ``Start`` and ``Stop`` in the live process and ``SaveTrace`` writes the
-trace JSON run-iket's decoder writes (``../shared/RUN_IKET_NOTES.md``, "The in-process session").
+trace JSON run-iket's decoder writes (docs/capture.md, "In the live process").
 ctypes, not a compiled extension: nothing to build at install. Each call's result is checked
 and named; the header allows one active session per process, and so does this module.
 
@@ -21,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SessionError, ToolchainError, UsageError
-from ..model.vocab import SESSION_SAFE_MAX_TS
+from ..model import runiket_facts
+from ..model.runiket_facts import KEPT, PER_WINDOW
 
 #: The ABI this binding was written against; a library of another major version is refused.
 ABI_MAJOR = 1
 #: Where the library lies inside the folder that holds the ``iket`` package (``dsl_packages``).
 LIBRARY = Path("iket") / "profiler" / "libiket_injection.so"
+#: ``SaveTrace`` could not write its file (a full disk, a folder gone).
+IO_ERROR = 13
 #: The header's result codes, by name (``IKET_PROFILING_SESSION_*``).
 RESULTS = {
     0: "SUCCESS",
@@ -44,7 +47,7 @@ RESULTS = {
 }
 #: ``OptionsInit``'s budget of timestamps per warp (H100, run-iket 4.8.1), in effect unless set.
 DEFAULT_MAX_TS = 256
-#: ``1`` asks a session for more than ``SESSION_SAFE_MAX_TS`` anyway, at the process's risk.
+#: ``1`` asks a session for more than the budget it is known to survive anyway, at the process's risk.
 UNSAFE_BUDGET_ENV = "IKET_CLI_SESSION_BUDGET_UNSAFE"
 #: ``flags``: trace one cluster, keep buffers on the device until Stop, warp lifetimes only.
 ENABLE_CLUSTER, DEFER_TRACE_READBACK, WARP_LIFETIME_ONLY = 1, 2, 4
@@ -96,21 +99,56 @@ class Settings:
 
 
 def check_budget(max_ts: int | None, asked_as: str, env: Mapping[str, str] | None = None) -> None:
-    """Refuse, before anything runs, a per-warp budget the session is known to kill its process
-    with (above ``SESSION_SAFE_MAX_TS``: vocab says when it was seen); ``asked_as`` names the
+    """Refuse, before anything runs, a per-warp budget the installed run-iket's session is known
+    to kill its process with (:mod:`~iket_cli.model.runiket_facts`); ``asked_as`` names the
     option as the user gave it."""
-    if max_ts is None or max_ts <= SESSION_SAFE_MAX_TS:
+    facts = runiket_facts.installed()
+    if max_ts is None or max_ts <= facts.safe_max_ts:
         return
     if (os.environ if env is None else env).get(UNSAFE_BUDGET_ENV) == "1":
         return
     said = f"{asked_as}{max_ts}" if asked_as.endswith("=") else f"{asked_as} {max_ts}"
     raise UsageError(
-        f"{said} in an in-process session: run-iket 4.8.1's session kills its process "
-        f"with more than {SESSION_SAFE_MAX_TS} timestamps a warp",
+        f"{said} in an in-process session: run-iket {facts.release}'s session kills its process "
+        f"with more than {facts.safe_max_ts} timestamps a warp",
         hint="capture kernels that emit more with the two passes (iket profile without --one-pass or "
         "--window; --extract for one call), whose tracker pass sizes the budget; "
         f"{UNSAFE_BUDGET_ENV}=1 tries anyway, at the process's risk",
     )
+
+
+#: The header's bound on ``max_ts_per_warp`` ([1, UINT32_MAX]).
+MAX_TS_BOUND = (1 << 32) - 1
+
+
+def budget_of(value: Any, asked_as: str) -> int | None:
+    """A per-warp budget as given to the API, ``%%iket`` or a pytest mark, checked as the CLI's
+    ``--max-ts-cnt-per-warp`` is (a whole number in [1, 2**32-1]); None keeps the library's."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TS_BOUND:
+        raise UsageError(
+            f"{asked_as}{value!r} is not a budget of timestamps per warp",
+            hint=f"a whole number from 1 to {MAX_TS_BOUND}, or none for the library's {DEFAULT_MAX_TS}",
+        )
+    return value
+
+
+def buffer_of(value: Any, asked_as: str) -> int | None:
+    """A device buffer size given as bytes or as the CLI takes it (``512M``), checked (at least 1
+    byte); None keeps the library's."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        from ..model.units import parse_size
+
+        value = parse_size(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(
+            f"{asked_as}{value!r} is not a buffer size",
+            hint="a number of bytes, or with k, M or G: e.g. 512M",
+        )
+    return value
 
 
 #: The session library to load instead of run-iket's (a stand-in in the tests, a build of one's own).
@@ -184,17 +222,28 @@ def abi_version(lib: Any, path: Path | str) -> tuple[int, int, int]:
     return major.value, minor.value, result
 
 
+#: The handle each library keeps for the life of the process under the kept design, by library.
+_kept: dict[str, ctypes.c_void_p] = {}
+
+
 class Session:
-    """One in-process session: :meth:`start` (Create, OptionsInit, SetOptions, Start),
-    :meth:`stop`, :meth:`save`, :meth:`close` (Destroy). A context manager: leaving it stops
-    and destroys the session (patched kernels restored) however the block ends."""
+    """One window's session: :meth:`start` (OptionsInit, SetOptions, Start), :meth:`stop`,
+    :meth:`save`, :meth:`close`. How a window uses the C ABI is ``design``
+    (:mod:`~iket_cli.model.runiket_facts`): ``per-window`` creates a session at start and
+    destroys it at close; ``kept`` creates one at the process's first window, keyed by ``key``
+    (the library's path), and at close clears its trace data for the next window, never
+    destroying it. A context manager: leaving it stops the session (patched kernels restored)
+    and closes it however the block ends."""
 
     _active: Session | None = None
     _lock = threading.Lock()
 
-    def __init__(self, lib: Any, settings: Settings = Settings()) -> None:
+    def __init__(
+        self, lib: Any, settings: Settings = Settings(), *, design: str = PER_WINDOW, key: str = ""
+    ) -> None:
         self.lib = lib
         self.settings = settings
+        self.design, self.key = design, key or str(id(lib))
         self.handle = ctypes.c_void_p()
         self.running = False
         #: What the session ran with, the library's defaults filled in (the manifest's ``window``).
@@ -210,7 +259,7 @@ class Session:
                 )
             Session._active = self
         try:
-            self._call("Create", ctypes.pointer(self.handle))
+            self._handle()
             options = Options()
             options.struct_size = ctypes.sizeof(Options)
             self._call("OptionsInit", ctypes.pointer(options))
@@ -240,10 +289,25 @@ class Session:
         self._call("SaveTrace", self.handle, str(path).encode())
         return path
 
+    def _handle(self) -> None:
+        """The session to start: this process's kept one, else a new one."""
+        if self.design == KEPT and self.key in _kept:
+            self.handle = _kept[self.key]
+            return
+        self._call("Create", ctypes.pointer(self.handle))
+        if self.design == KEPT:
+            _kept[self.key] = self.handle
+
     def close(self) -> None:
-        """Stop (where running) and destroy the session; the process may open another."""
+        """Stop (where running) and close the session: destroyed (per window), or its trace data
+        cleared for the next window (kept). The process may open another window."""
         try:
-            if self.handle.value:
+            if self.handle.value and self.design == KEPT:
+                if self.running:
+                    self.running = False
+                    self._call("Stop", self.handle)
+                self._call("ClearTraceData", self.handle)
+            elif self.handle.value:
                 self.running = False
                 self._call("Destroy", self.handle)
         finally:

@@ -96,8 +96,10 @@ class Staging:
                 os.replace(self.root / kept, self.capture_dir / kept)
         return self.capture_dir
 
-    def publish(self, hold: Callable[[], None] = lambda: None) -> Path:
-        """Move the capture into DIR atomically, replacing a previous capture there.
+    def publish(self, hold: Callable[[], None] = lambda: None, *, clobber: bool = True) -> Path:
+        """Move the capture into DIR atomically, replacing a previous capture there where
+        ``clobber``; without it, a capture that appeared at DIR while this one was made (DIR
+        was free when it began) is kept and this one is not published.
 
         ``hold`` is called just before the move: from then on the capture counts as
         published (see :class:`~iket_cli.system.signals.Publishing`).
@@ -109,6 +111,12 @@ class Staging:
                 f"{dest} changed during the capture and is no longer a directory; the new capture "
                 "was not published",
                 hint="remove what took its place, or capture again with another --output-dir",
+            )
+        if not clobber and dest.exists() and any(dest.iterdir()):
+            raise OutputDirError(
+                f"{dest} was free when the capture began and holds a capture now (another run "
+                "published there meanwhile); it is kept, the new capture was not published",
+                hint="capture again with another --output-dir, or with --clobber to replace it",
             )
         hold()
         if dest.exists():
@@ -183,6 +191,13 @@ def remove_stale(output_dir: Path) -> list[Stale]:
         shutil.rmtree(root, ignore_errors=True)
         found.append(Stale(root, token, size, (owner or {}).get("pid"), killed))
     return found
+
+
+def abandoned(output_dir: Path) -> Path | None:
+    """The newest staging folder of DIR whose owner died (None: none): what a process that died
+    inside a window left, for whoever keeps it as evidence. Call it holding DIR's lock."""
+    left = [root for root in _stagings(output_dir) if not _alive(_owner(root) or {})]
+    return max(left, key=lambda root: root.stat().st_mtime) if left else None
 
 
 def _stagings(output_dir: Path) -> list[Path]:

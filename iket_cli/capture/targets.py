@@ -177,16 +177,16 @@ def _check_function(source: Path, module: str, func: str) -> None:
             f"{module} has no function {func!r}",
             hint=f"define def {func}(): at the top level of {source.name}, or name another",
         )
-    if binding == "constant":
+    if binding in ("constant", "module"):
         raise TargetError(
-            f"{module}:{func} is not callable",
+            f"{module}:{func} is not callable" + (" (a module it imports)" if binding == "module" else ""),
             hint="name a function that takes no arguments",
         )
 
 
 def top_level_binding(tree: ast.Module | ast.ClassDef, name: str) -> str:
-    """``"callable"``, ``"constant"``, ``"unknown"`` or ``"missing"`` for a name bound at the
-    top of a module (or of a class's body)."""
+    """``"callable"``, ``"constant"``, ``"module"`` (``import NAME``), ``"unknown"`` or
+    ``"missing"`` for a name bound at the top of a module (or of a class's body)."""
     verdict = "missing"
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -200,7 +200,8 @@ def top_level_binding(tree: ast.Module | ast.ClassDef, name: str) -> str:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 if (alias.asname or alias.name.split(".")[0]) == name:
-                    verdict = "unknown"  # imported: callable or not, the pass will tell
+                    # "import NAME" binds a module; "from M import NAME": callable or not, the run tells
+                    verdict = "module" if isinstance(node, ast.Import) else "unknown"
                 elif alias.name == "*" and verdict == "missing":
                     verdict = "unknown"
         elif isinstance(node, (ast.If, ast.Try, ast.With)) and _binds_inside(node, name):

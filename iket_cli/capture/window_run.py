@@ -6,11 +6,12 @@ JSON into the folder given; this module runs the workload (through the shim, und
 ``--timeout``, Ctrl-C and the watchdog, as a pass: its processes carry the capture's mark),
 stops its tree once the window is saved (``--window`` unless ``--no-stop-after``), and says in
 one line what went wrong otherwise, the window's fate included: a process that died inside
-it (a half-precision GEMM there aborts it, RUN_IKET_NOTES.md) is named with what ran in it.
+it (a half-precision GEMM there aborts it, docs/faults.md) is named with what ran in it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ from ..errors import CaptureError
 from ..model import jsonio
 from ..model.artifacts import count_keys
 from ..model.vocab import PROCS_NAME
-from ..system import tree
+from ..system import filesystem, tree
 from ._hook.iket_saved import WINDOW_SPEC_ENV as SPEC_ENV
 from ._hook.iket_saved import WINDOW_STATE as STATE
 from .extract import Extract
@@ -35,7 +36,7 @@ from .targets import Target
 
 #: The folder that holds the ``iket_cli`` package: the hook imports the session's binding from it.
 IKET_ROOT = str(Path(__file__).resolve().parents[2])
-#: The narrower window a dead process needs (RUN_IKET_NOTES.md: a bf16 GEMM aborts in a session).
+#: The narrower window a dead process needs (docs/faults.md: a bf16 GEMM aborts in a session).
 NARROWER = (
     "IKET's session cannot survive some library kernels (a half-precision cuBLAS GEMM aborts the "
     "process): choose a FUNC that launches only your instrumented kernels (--window MODULE:FUNC)"
@@ -50,12 +51,7 @@ def spec(
         "dir": str(folder),
         "iket_root": IKET_ROOT,
         "library": str(library),
-        "settings": {
-            "max_ts_per_warp": settings.max_ts_per_warp,
-            "device_buffer_size": settings.device_buffer_size,
-            "log_level": settings.log_level,
-            "warp_lifetime_only": settings.warp_lifetime_only,
-        },
+        "settings": dataclasses.asdict(settings),  # every field: none is dropped on the way
         "one_pass": one_pass,
     }
     if plan_window is not None:
@@ -118,6 +114,8 @@ def _inside(folder: Path) -> str:
 def _outcome(
     the_spec: dict[str, Any], folder: Path, returncode: int, tail: list, seconds: float
 ) -> dict[str, Any]:
+    if returncode != 0 and filesystem.nearly_full(folder):  # the disk, not the workload
+        raise filesystem.disk_full(folder, writing="the window's trace")
     traces = sorted(folder.rglob("iket_pid_*.trace.json"))
     if the_spec["one_pass"]:
         states = [_state(p.parent) for p in traces]
@@ -150,15 +148,18 @@ def _outcome(
             hint="check that the workload calls FUNC (the module and name it imports), or choose --calls",
         )
     if state.get("error"):
+        ended = f"the run failed with status {_status(returncode)}" if returncode else "the run caught it"
         raise CaptureError(
-            f"call {state['closed']} of {function} raised inside the window; the run failed "
-            f"with status {returncode}",
+            f"call {state['closed']} of {function} raised inside the window; {ended}",
             phase="window",
             hint="the window's trace is kept as evidence; the run's output is in the log",
             details=_said(tail),
         )
-    window = {"function": function, "calls": [calls[0], calls[-1]], "run_s": seconds,
+    held = [calls[0], min(calls[-1], int(state["closed"]))]  # closed at exit: the run made fewer
+    window = {"function": function, "calls": held, "asked": [calls[0], calls[-1]], "run_s": seconds,
               "window_s": state.get("window_s"), "seen": state.get("seen")}  # fmt: skip
+    if state.get("closing"):  # the trace was saved; the session would not close
+        window["closing"] = state["closing"]
     if not traces:
         raise CaptureError(f"the window around {function} saved no trace", phase="window")
     return window

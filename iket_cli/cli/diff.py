@@ -25,7 +25,8 @@ from . import options
 @click.option(
     "--fail-over",
     metavar="THRESHOLD",
-    help="Exit 1 when a range got slower by more than this: 5%, or 'mainloop=3%,*=10%'.",
+    help="Exit 1 when a range got slower by more than this: 5%, or 'mainloop=3%,*=10%' "
+    "(a bare number is a fraction: 0.05 is 5%).",
 )
 @options.output_format(DIFF_FORMATS, "table")
 @click.option(
@@ -41,8 +42,7 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
     more than the GPU timer's step and by more than its instances' spread explains (see
     docs/diff.md).
     """
-    from ..analysis import diff, gate
-    from ..model.completeness import headline
+    from ..analysis import diff, gate, judged
     from ..model.reading import open_capture
     from ..render import formats
     from ..render.text import shown
@@ -65,13 +65,21 @@ def command(base: Path, new: Path, stat: str, fail_over: str | None, fmt: str, h
         page = report.build_diff(opened["BASE"], opened["NEW"], [asdict(c) for c in changes], stat)
         atomic.write(html_out, page)
         sys.stderr.write(f"iket: wrote {html_out}\n")
-    lost = {name: headline(side.manifest) for name, side in opened.items()}
-    for name, line in lost.items():
-        if line:
-            where = shown(str(opened[name].location))
-            sys.stderr.write(f"iket: warning: {name} ({where}) {shown(line)}\n")
+    windows = [(side.manifest or {}).get("window") or {} for side in opened.values()]
+    if all(isinstance(w.get("pid"), int) for w in windows) and windows[0]["pid"] == windows[1]["pid"]:
+        numbers = " and ".join(str(w.get("number")) for w in windows)
+        sys.stderr.write(
+            f"iket: note: BASE and NEW are windows {numbers} of one process ({windows[0]['pid']:#x})\n"
+        )
+    verdicts = {name: judged.judge(side) for name, side in opened.items()}
+    for name, found in verdicts.items():
+        where = shown(str(opened[name].location))
+        if found.line:
+            sys.stderr.write(f"iket: warning: {name} ({where}) {shown(found.line)}\n")
+        elif found.note:
+            sys.stderr.write(f"iket: note: {name} ({where}): {found.note}\n")
     failed = gate.verdict(changes, fail_over, unmatched_fails=fail_over is not None)
-    incomplete = [name for name, line in lost.items() if line]
+    incomplete = [name for name, found in verdicts.items() if found.state == judged.INCOMPLETE]
     if fail_over is not None and incomplete:  # said first: it may be why ranges went missing
         raise CaptureError(
             f"the gate cannot pass: {' and '.join(incomplete)} {'is' if len(incomplete) == 1 else 'are'} "

@@ -47,11 +47,13 @@ def _doctor(as_json: bool, gpu: bool, refresh: bool) -> int:
             if error is not None:
                 raise error
     else:
-        for c in results:
+        from ..render.text import shown
+
+        for c in results:  # a detail may quote a library's own output: its escapes spelled out
             mark = "ok  " if c.ok else ("FAIL" if c.required else "--  ")
-            sys.stdout.write(f"{mark} {c.name}: {c.detail}\n")
+            sys.stdout.write(f"{mark} {shown(c.name)}: {shown(c.detail)}\n")
             if not c.ok and c.fix:
-                sys.stdout.write(f"     fix: {c.fix}\n")
+                sys.stdout.write(f"     fix: {shown(c.fix)}\n")
         sys.stdout.flush()
         if gpu:  # after the checks: a machine without a GPU still gets them
             _print_table(doctor.gpu_table(refresh=refresh))

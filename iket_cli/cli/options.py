@@ -4,7 +4,24 @@ one help text each. (``profile --quiet`` keeps the workload's output and is its 
 
 from __future__ import annotations
 
+import math
+
 import click
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds above 0: ``nan`` and ``inf`` are not (a FloatRange lets ``nan`` by)."""
+
+    name = "seconds"
+
+    def __init__(self) -> None:
+        super().__init__(min=0, min_open=True)
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return number
 
 
 def output_format(choices: tuple[str, ...], default: str):

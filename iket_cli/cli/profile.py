@@ -113,7 +113,7 @@ def _env_pair(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
 @click.option("--keep", is_flag=True, help="Keep run-iket's tracker/, gen-config/ and iket/.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=options.Seconds(),
     metavar="SECONDS",
     help="Kill the whole process tree after this many seconds (exit 124).",
 )

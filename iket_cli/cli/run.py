@@ -34,7 +34,7 @@ def _workers(_ctx, _param, value: str | None) -> int | str | None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=options.Seconds(),
     metavar="SECONDS",
     help="Kill a job's whole process tree after this many seconds (default: the configuration's).",
 )
@@ -70,7 +70,8 @@ def _workers(_ctx, _param, value: str | None) -> int | str | None:
     metavar="THRESHOLD",
     default="5%",
     show_default=True,
-    help="With --baseline: the slowdown that fails a job (5%, or 'mainloop=3%,*=10%').",
+    help="With --baseline: the slowdown that fails a job (5%, or 'mainloop=3%,*=10%'; a bare number "
+    "is a fraction: 0.05 is 5%).",
 )
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here.")
 @click.option(

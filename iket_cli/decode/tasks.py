@@ -71,7 +71,7 @@ class Task:
         if not self.part:
             return ""
         where = f" launch {self.part[0] + 1} of {self.part[1]}"
-        return where + (f", CTAs {self.chunk[0] + 1}/{self.chunk[1]}" if self.chunk else "")
+        return where + (f", CTA chunk {self.chunk[0] + 1}/{self.chunk[1]}" if self.chunk else "")
 
     @property
     def raw_bytes(self) -> int:
@@ -376,7 +376,7 @@ def missing_input(task: Task, manifest: dict | None = None) -> str | None:
         if not path.is_file():
             return f"{path} is missing"
     try:
-        data = manifest if manifest is not None else jsonio.parse(task.raw.read_bytes())
+        data = manifest if manifest is not None else jsonio.read(task.raw)
         launches = data["launches"]
         refs = [(launch.get("canDecode"), launch.get("dataRef") or {}) for launch in launches]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:

@@ -35,8 +35,11 @@ def _owner(function: str) -> tuple[Any, str]:
         raise UsageError(f"--function {function!r} is not MODULE:FUNC", hint="e.g. --function kernels:launch")
     try:
         owner = importlib.import_module(module)
-    except ImportError as error:
-        raise UsageError(f"--function {function}: cannot import {module}: {error}") from None
+    except Exception as error:  # a module that raises at import: said in one line
+        raise UsageError(
+            f"--function {function}: cannot import {module}: {type(error).__name__}: {error}",
+            hint="fix the module (import it in a cell of its own to see its traceback)",
+        ) from None
     *classes, name = qualname.split(".")
     for part in classes:
         owner = getattr(owner, part, None)
@@ -63,6 +66,12 @@ def windowed_calls(function: str, calls: str, window: Window) -> Iterator[Chosen
         chosen.seen += 1
         number = chosen.seen
         if number == first:
+            window.calls = {
+                "function": function,
+                "asked": [first, last],
+                "calls": [first, last],
+                "seen": last,
+            }
             window.__enter__()
             chosen.opened = True
         try:
@@ -81,4 +90,5 @@ def windowed_calls(function: str, calls: str, window: Window) -> Iterator[Chosen
     finally:
         setattr(owner, name, original)
         if chosen.opened and window.capture is None and chosen.seen < last:  # the block ended inside it
+            window.calls = {**(window.calls or {}), "calls": [first, chosen.seen], "seen": chosen.seen}
             window.__exit__(None, None, None)

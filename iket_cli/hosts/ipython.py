@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import IketError, UsageError
 from ..pipeline.capture import Capture
-from ..pipeline.window import Window
+from ..pipeline.window import Window, numbered, opening_refused
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: The largest report embedded in a cell's output (bigger: a link to it only).
@@ -34,15 +34,12 @@ class NotebookCapture(Capture):
     def summary(self) -> str:
         """The ``iket show`` table of the capture, as text."""
         from ..analysis.summary import summarize_capture
-        from ..model.completeness import headline
         from ..model.reading import open_capture
         from ..render import tables
 
-        out = io.StringIO()
+        out = io.StringIO()  # the table says what was lost itself (its banner, its table of losses)
         tables.render_table(summarize_capture(open_capture(self.output_dir)), out)
-        lost = headline(self.manifest)
-        text = _ANSI.sub("", out.getvalue())  # a kernel sets FORCE_COLOR: the HTML says it plainly
-        return (f"INCOMPLETE: {lost}\n" if lost else "") + text
+        return _ANSI.sub("", out.getvalue())  # a kernel sets FORCE_COLOR: the HTML says it plainly
 
     def __repr__(self) -> str:
         return f"{self.summary()}\n{self.output_dir}"
@@ -68,11 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output-dir", default="iket-cell{n}")
     parser.add_argument("--clobber", action="store_true")
     parser.add_argument("--function", metavar="MODULE:FUNC")
-    parser.add_argument("--calls", default="1")
+    parser.add_argument("--calls")
     parser.add_argument("--max-ts-cnt-per-warp", type=int)
-    parser.add_argument("--context-buffer-size", type=int)
+    parser.add_argument("--context-buffer-size")
     parser.add_argument("--log-level", default=None)
     parser.add_argument("--postprocess", default="all")
+    parser.add_argument("--isolate", action="store_true")
     return parser
 
 
@@ -85,6 +83,10 @@ def _options(line: str) -> argparse.Namespace:
         ) from None
     if unknown:
         raise UsageError(f"%%iket: unknown option {unknown[0]!r}", hint="%%iket [-o DIR] [--clobber] ...")
+    if args.calls is not None and args.function is None:
+        raise UsageError(
+            "%%iket --calls chooses calls of --function", hint="%%iket --function MODULE:FUNC --calls N"
+        )
     return args
 
 
@@ -103,19 +105,26 @@ def _window(args: argparse.Namespace, where: str) -> Window:
 
 def run_cell(shell: Any, line: str, cell: str) -> NotebookCapture | None:
     """The cell in a window (the whole cell, or FUNC's chosen calls); its capture, or None
-    where the cell raised (the shell has shown the error; the evidence is kept)."""
+    where the cell raised (the shell has shown the error; the evidence is kept). With
+    ``--isolate``, the cell runs in a process of its own (:mod:`.isolated_cell`)."""
     args = _options(line)
+    if args.isolate:
+        return _isolated(args, cell)
+    refused = opening_refused()
+    if refused is not None:  # before the cell runs: said once, the cell not run half-windowed
+        raise refused
     first = next((text.strip() for text in cell.splitlines() if text.strip()), "")
-    what = f"{args.function} calls {args.calls} in " if args.function else ""
+    calls = args.calls or "1"
+    what = f"{args.function} calls {calls} in " if args.function else ""
     window = _window(args, f"{what}a notebook cell: {first[:60]}")
     if args.function:
         from .calls import windowed_calls
 
-        with windowed_calls(args.function, args.calls, window) as chosen:
+        with windowed_calls(args.function, calls, window) as chosen:
             result = shell.run_cell(cell, store_history=False)
         if result.success and not chosen.opened:
             raise UsageError(
-                f"{args.function} was called {chosen.seen} time(s) in the cell; --calls needs {args.calls}"
+                f"{args.function} was called {chosen.seen} time(s) in the cell; --calls needs {calls}"
             )
     else:
         window.__enter__()
@@ -127,12 +136,38 @@ def run_cell(shell: Any, line: str, cell: str) -> NotebookCapture | None:
     return NotebookCapture(window.capture.output_dir, window.capture.manifest)
 
 
+def _isolated(args: argparse.Namespace, cell: str) -> NotebookCapture | None:
+    """The cell's ``%%iket`` line run on it by a child (its folder's ``{n}`` taken here)."""
+    from . import isolated_cell
+
+    output = numbered(args.output_dir)
+    words = ["-o", output, *(["--clobber"] if args.clobber else []), "--postprocess", args.postprocess]
+    given = {
+        "--function": args.function,
+        "--calls": args.calls,
+        "--log-level": args.log_level,
+        "--max-ts-cnt-per-warp": args.max_ts_cnt_per_warp,
+        "--context-buffer-size": args.context_buffer_size,
+    }
+    for flag, value in given.items():
+        words += [flag, str(value)] if value is not None else []
+    folder = isolated_cell.run(shlex.join(words), cell, output)
+    if folder is None:
+        return None
+    from ..model import manifest as manifest_mod
+
+    return NotebookCapture(folder, manifest_mod.read(folder))
+
+
 def reading(line: str) -> str:
     """``%iket show DIR ...``, ``%iket diff A B ...``: the reading command's output (its own
     process: the CLI as a user runs it)."""
     from ..system import spawn
 
-    words = shlex.split(line)
+    try:
+        words = shlex.split(line)
+    except ValueError as error:
+        raise UsageError(f"%iket {line}: {error}", hint="%iket show DIR, %iket diff A B") from None
     if not words or words[0] not in ("show", "diff", "lint", "report"):
         raise UsageError(
             f"%iket {line}: not a reading command", hint="%iket show DIR, %iket diff A B, %iket lint DIR"
@@ -160,3 +195,9 @@ def load(ipython: Any) -> None:
                 return None
 
     ipython.register_magics(IketMagics)
+
+
+if __name__ == "__main__":  # a cell of %%iket --isolate, in its own process
+    from .isolated_cell import main
+
+    sys.exit(main(sys.argv[1], run_cell))

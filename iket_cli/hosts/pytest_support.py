@@ -15,7 +15,7 @@ it: the test inside a window, its capture kept, its ranges gated.
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import io
 import re
 from collections.abc import Generator
@@ -24,13 +24,12 @@ from typing import Any
 
 import pytest
 
-from ..errors import IketError
-from ..model.units import duration, parse_duration
+from ..errors import IketError, UsageError
+from ..model.units import duration
 from ..pipeline.capture import Capture
 from ..pipeline.window import Window
+from . import pytest_marks as marks
 
-#: The mark's gates: the statistic each limits.
-GATES = ("max", "p50", "p90", "p99", "mean", "min")
 #: Figures put in the JUnit report, per range.
 REPORTED = ("count", "p50", "p90", "max")
 
@@ -50,8 +49,17 @@ def folder_for(item: pytest.Item, part: str | None = None) -> Path:
     """``--iket DIR``'s folder for the test (``<test id>``, a name of its own per window)."""
     kept = item.config.getoption("iket")
     root = Path(kept) if kept else _pytest_temp(item.config)
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", item.nodeid).strip("-")
-    return root / (f"{name}-{part}" if part else name)
+    return root / (f"{folder_name(item.nodeid)}-{part}" if part else folder_name(item.nodeid))
+
+
+def folder_name(nodeid: str) -> str:
+    """The test's folder: its node id with ``/``, ``::``, ``[`` and ``]`` made ``-``; an id with
+    any other character a file name cannot keep gets a short hash of itself too, so that two ids
+    made alike (``test_p[a b]``, ``test_p[a-b]``) never share a folder."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", nodeid).strip("-")
+    if re.search(r"[^A-Za-z0-9_.\-/:\[\]]", nodeid):
+        name += "-" + hashlib.sha1(nodeid.encode()).hexdigest()[:8]
+    return name
 
 
 def _pytest_temp(config: pytest.Config) -> Path:
@@ -62,31 +70,78 @@ def _pytest_temp(config: pytest.Config) -> Path:
 
 
 def around(item: pytest.Item) -> Generator[None, Any, Any]:
-    """The test inside a window, then its gates (a pytest hook wrapper's body)."""
+    """The test inside a window, then its gates (a pytest hook wrapper's body). What iket cannot
+    do fails the test with one line in iket's words (:func:`refused`), never a traceback."""
     marker = item.get_closest_marker("iket")
-    options = dict(marker.kwargs) if marker else {}
-    gates = {stat: options.pop(stat) for stat in GATES if stat in options}
-    reason = unavailable(options.get("library"))
+    try:
+        request = marks.asked(marker.args if marker else (), dict(marker.kwargs) if marker else {})
+    except IketError as error:
+        refused(error)
+    reason = unavailable(request.options.get("library"))
     if reason:
         pytest.skip(reason)
-    window = Window(folder_for(item), clobber=True, **options)
-    with opened(window):
-        result = yield
-    judge(item, window.capture, gates)
+    try:
+        window = Window(folder_for(item), clobber=True, **request.options)
+    except IketError as error:
+        refused(error)
+    if request.function is None:
+        result = yield from _whole(item, window)
+    else:
+        result = yield from _calls(request, window)
+    judge(item, window.capture, request.gates)
     return result
 
 
-def opened(window: Window) -> contextlib.ExitStack:
-    """``window`` entered (leaving the stack leaves it), or the test failed with iket's words
-    where it cannot open (a second window in this process, say:
-    :data:`iket_cli.pipeline.window.AGAIN_ENV`), no traceback."""
-    stack = contextlib.ExitStack()
+def _whole(item: pytest.Item, window: Window) -> Generator[None, Any, Any]:
+    """The whole test in ``window``."""
+    entered(window)
     try:
-        stack.enter_context(window)
+        result = yield
+    except BaseException as error:  # the test's own failure goes on; the window keeps its evidence
+        _leave(item, window, error)
+        raise
+    _leave(item, window, None)
+    return result
+
+
+def _calls(request: marks.Asked, window: Window) -> Generator[None, Any, Any]:
+    """Only ``request.function``'s chosen calls made by the test in ``window``."""
+    from .calls import windowed_calls
+
+    try:
+        with windowed_calls(request.function, request.calls, window) as chosen:
+            result = yield
+    except IketError as error:  # the window refused inside the call (it came up through the test)
+        refused(error)
+    if not chosen.opened:
+        refused(UsageError(f"{request.function} was called {chosen.seen} time(s) in the test; "
+                           f"calls={request.calls!r} needs more"))  # fmt: skip
+    return result
+
+
+def refused(error: IketError) -> None:
+    """Fail the test with iket's one line (and its hint), no traceback."""
+    hint = f" ({error.hint})" if error.hint else ""
+    pytest.fail(f"iket: {error.message}{hint}", pytrace=False)
+
+
+def entered(window: Window) -> None:
+    """``window`` entered, or the test failed in iket's words where it cannot open."""
+    try:
+        window.__enter__()
     except IketError as error:
-        hint = f" ({error.hint})" if error.hint else ""
-        pytest.fail(f"iket: {error.message}{hint}", pytrace=False)
-    return stack
+        refused(error)
+
+
+def _leave(item: pytest.Item, window: Window, error: BaseException | None) -> None:
+    """``window`` left; where leaving fails (the session refused Stop, a full disk), the test
+    fails in iket's words, or, where the test already failed, iket's words join its report."""
+    try:
+        window.__exit__(type(error) if error else None, error, None)
+    except IketError as failure:
+        if error is None:
+            refused(failure)
+        item.add_report_section("call", "iket", f"iket: {failure.message}")
 
 
 def judge(item: pytest.Item, capture: Capture | None, gates: dict[str, dict]) -> None:
@@ -100,32 +155,55 @@ def judge(item: pytest.Item, capture: Capture | None, gates: dict[str, dict]) ->
                 (f"iket.{row['range']}.{stat}{'' if stat == 'count' else '_ns'}", row[stat])
             )
     item.user_properties.append(("iket.capture", str(capture.output_dir)))
+    lost = _lost(capture)
+    if lost:
+        item.user_properties.append(("iket.incomplete", lost))
+    gated = bool(gates) or bool(item.config.getoption("iket_baseline"))
     failed = _limits(capture, gates) + _baseline(item, capture)
+    if gated and lost:  # a gate never passes on numbers that miss what IKET lost
+        failed = [f"iket: the gate cannot pass: this capture is {lost}", *failed]
     if failed:
         pytest.fail("\n".join(failed), pytrace=False)
 
 
-def _limits(capture: Capture, gates: dict[str, dict]) -> list[str]:
+def _lost(capture: Capture) -> str | None:
+    """The capture's INCOMPLETE line (None: complete, or not known to be incomplete)."""
+    from ..analysis import judged
+    from ..model.reading import open_capture
+
+    found = judged.judge(open_capture(capture.output_dir))
+    return found.line if found.state == judged.INCOMPLETE else None
+
+
+def _limits(capture: Capture, gates: dict[str, dict[str, float]]) -> list[str]:
+    """The gate table where a limit is exceeded or names a range the capture does not hold."""
     lines, over = [], 0
+    names = sorted({row["range"] for row in capture.ranges()})
     for stat, limits in gates.items():
-        for name, limit in dict(limits).items():
+        for name, bound in limits.items():
+            if name not in names:
+                over += 1
+                lines.append(f"  {name:<20} {stat:<5} {duration(bound):>10} {'-':>10}  NO SUCH RANGE")
+                continue
             measured = getattr(capture.range(name), stat)
-            bound = parse_duration(limit)
             ok = measured <= bound
             over += not ok
             said = "ok" if ok else "OVER"
             lines.append(f"  {name:<20} {stat:<5} {duration(bound):>10} {duration(measured):>10}  {said}")
     if not over:
         return []
-    head = f"iket gate: {over} of {len(lines)} limit(s) exceeded ({capture.output_dir})"
-    return [head, f"  {'range':<20} {'stat':<5} {'limit':>10} {'measured':>10}", *lines]
+    missing = sum("NO SUCH RANGE" in line for line in lines)
+    said = "exceeded" if not missing else "exceeded or not found" if missing < over else "not found"
+    head = f"iket gate: {over} of {len(lines)} limit(s) {said} ({capture.output_dir})"
+    known = [f"  the capture's ranges: {', '.join(names) or 'none'}"] if missing else []
+    return [head, f"  {'range':<20} {'stat':<5} {'limit':>10} {'measured':>10}", *lines, *known]
 
 
 def _baseline(item: pytest.Item, capture: Capture) -> list[str]:
     root = item.config.getoption("iket_baseline")
     if not root:
         return []
-    from ..analysis import diff, gate
+    from ..analysis import diff, gate, judged
     from ..model.reading import open_capture
     from ..render import formats
 
@@ -133,7 +211,14 @@ def _baseline(item: pytest.Item, capture: Capture) -> list[str]:
     if not (base / "manifest.json").is_file():
         return [f"iket: no baseline capture of this test in {root} (record one: pytest --iket {root})"]
     fail_over = item.config.getoption("iket_fail_over")
-    changes = diff.compare(open_capture(base), open_capture(capture.output_dir), fail_over=fail_over)
+    try:
+        baseline = open_capture(base)
+        found = judged.judge(baseline)
+        if found.state == judged.INCOMPLETE:
+            return [f"iket: the gate cannot pass: the baseline ({base}) is {found.line}"]
+        changes = diff.compare(baseline, open_capture(capture.output_dir), fail_over=fail_over)
+    except IketError as error:  # a damaged baseline: said, the test failed
+        return [f"iket: the baseline {base} cannot be read: {error.message}"]
     failed = gate.verdict(changes, fail_over, unmatched_fails=True)
     if failed is None:
         return []
@@ -154,12 +239,20 @@ class Opener:
         if reason:
             pytest.skip(reason)
         self.count += 1
-        window = Window(
-            folder_for(self.item, str(self.count) if self.count > 1 else None), clobber=True, **options
-        )
+        try:
+            window = Window(
+                folder_for(self.item, str(self.count) if self.count > 1 else None), clobber=True, **options
+            )
+        except IketError as error:
+            refused(error)
         if fn is None:
             return window
-        with opened(window):
+        entered(window)
+        try:
             fn()
+        except BaseException as error:
+            _leave(self.item, window, error)
+            raise
+        _leave(self.item, window, None)
         judge(self.item, window.capture, {})
         return window.capture

@@ -291,7 +291,7 @@ def phases_from_stats(stats_path: Path) -> dict[str, float | None]:
 def recommended_budget(tracker_dir: Path) -> int | None:
     """The timestamps per warp the tracker pass found its warps emit (run-iket's
     ``recommended_max_ts_cnt_per_warp``), the largest of its processes'; None without one.
-    One number per process: the tracker counts no kernel apart (RUN_IKET_NOTES)."""
+    One number per process: the tracker counts no kernel apart (docs/faults.md)."""
     found = None
     for path in sorted(tracker_dir.glob(f"{RAW_PROCESS_PREFIX}*/{TRACKER_JSON}")):
         try:

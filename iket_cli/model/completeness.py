@@ -1,8 +1,8 @@
 """The completeness record, the manifest's ``completeness``: whether a capture holds all that
 IKET should have recorded of what the workload launched, and each thing it lost.
 
-IKET 4.8.1 loses data without failing (``../shared/RUN_IKET_NOTES.md``, "Data that IKET 4.8.1
-loses without saying so"): a launch whose warps emit more timestamps than the budget records
+IKET 4.8.1 loses data without failing (docs/faults.md, "What IKET can lose, and how iket
+tells"): a launch whose warps emit more timestamps than the budget records
 nothing at all; a kernel launched in a CUDA graph is not traced; a module it cannot read is
 left uninstrumented. Each such loss is one :class:`Loss`: the kernel, how many launches, what
 was lost (``records`` of launches that are in the trace, or whole ``launches`` that are not),
@@ -24,6 +24,7 @@ NESTED_GRAPH = "nested-graph"
 UNREAD_MODULE = "unread-module"
 NO_TRACE_DATA = "no-trace-data"
 READBACK = "readback-timeout"
+WINDOW_CALLS = "window-calls"
 UNKNOWN = "unknown"
 CAUSES = {
     BUDGET: "drop --max-ts-cnt-per-warp (the tracker pass sizes it) or pass {needed}",
@@ -33,6 +34,7 @@ CAUSES = {
     UNREAD_MODULE: "IKET could not read the module: check the log (iket.log) and report it to NVIDIA",
     NO_TRACE_DATA: "IKET could not make this kernel's data: check the log (iket.log) and report it to NVIDIA",
     READBACK: "the context ended before IKET copied the data: synchronize before the process exits",
+    WINDOW_CALLS: "choose --calls among the calls the run makes",
     UNKNOWN: "",
 }
 #: ``iket lint``'s code for each cause: a loss is a finding of its own name.
@@ -43,12 +45,13 @@ LINT_CODES = {
     UNREAD_MODULE: "unread-module",
     NO_TRACE_DATA: "no-trace-data",
     READBACK: "readback-drop",
+    WINDOW_CALLS: "window-calls",
     UNKNOWN: "empty-launch",
 }
 #: What a loss took: records of launches that are in the trace, or launches that are not.
 RECORDS, LAUNCHES = "records", "launches"
 #: Where iket learnt of a loss (docs/manifest.md).
-SOURCES = ("budget", "decode", "injection-log", "launches", "graph", "trace")
+SOURCES = ("budget", "decode", "injection-log", "launches", "graph", "trace", "window")
 
 
 @dataclass
@@ -70,6 +73,11 @@ class Loss:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def of(cls, recorded: dict[str, Any]) -> Loss:
+        """A recorded loss (a manifest's), with the fields this iket knows (a later one may add some)."""
+        return cls(**{key: value for key, value in recorded.items() if key in cls.__dataclass_fields__})
 
 
 @dataclass
@@ -124,7 +132,7 @@ def pooled(parts: list[tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
     ``parts``: (the part's name, its manifest's ``completeness`` or None)."""
     kept = [record for _, record in parts if isinstance(record, dict)]
     found = Completeness(
-        losses=[Loss(**_known(loss)) for record in kept for loss in record.get("losses") or []],
+        losses=[Loss.of(loss) for record in kept for loss in record.get("losses") or []],
         checked=sorted(set.intersection(*(set(r.get("checked") or []) for r in kept))) if kept else [],
         unchecked=[u for record in kept for u in record.get("unchecked") or []],
     )
@@ -134,11 +142,6 @@ def pooled(parts: list[tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
         if not isinstance(record, dict)
     ]
     return found.to_dict()
-
-
-def _known(loss: dict[str, Any]) -> dict[str, Any]:
-    """A recorded loss's fields this iket knows (a later one may add some)."""
-    return {key: value for key, value in loss.items() if key in Loss.__dataclass_fields__}
 
 
 def headline(record: dict[str, Any] | None) -> str | None:

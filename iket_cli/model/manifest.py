@@ -109,7 +109,16 @@ def window_line(record: dict[str, Any]) -> str | None:
     if isinstance(calls, list) and len(calls) == 2:
         which = f"call {calls[0]}" if calls[0] == calls[1] else f"calls {calls[0]}-{calls[1]}"
         return f"{which} of {window.get('function')}, in the live process{ran}"
-    return f"a window opened at {window.get('where')}, in the live process"
+    pid = window.get("pid")
+    whose = f"window {window.get('number')} of process {pid:#x}" if isinstance(pid, int) else "a window"
+    listed = window.get("earlier")  # a list of ``{number, folder}``, unless damaged
+    earlier = (
+        [f"{w.get('folder')} ({w.get('number')})" for w in listed if isinstance(w, dict)]
+        if isinstance(listed, list)
+        else []
+    )
+    more = f"; its earlier windows: {', '.join(earlier)}" if earlier else ""
+    return f"{whose} opened at {window.get('where')}, in the live process{more}"
 
 
 def write(capture_dir: Path, manifest: dict[str, Any]) -> Path:

@@ -41,6 +41,10 @@ def read_varint(data: bytes, i: int) -> tuple[int, int]:
 
 
 def encode_varint(value: int) -> bytes:
+    """A protobuf varint; a negative value as int64's two's complement (ten bytes), as protobuf
+    writes it (a trace's negative timestamp would otherwise never end the loop)."""
+    if value < 0:
+        value &= (1 << 64) - 1
     out = bytearray()
     while True:
         byte = value & 0x7F

@@ -120,7 +120,10 @@ def load(path: Path, kinds: tuple[str, ...] = KINDS) -> Trace:
     skips the markers' scan). The general ``json.load`` path reads them all."""
     path = Path(path)
     if not path.is_file():
-        raise ManifestError(f"trace {path} does not exist", hint="give a capture or a *.trace.json")
+        what = (
+            "is not a regular file (a FIFO, a device or a link to one)" if path.exists() else "does not exist"
+        )
+        raise ManifestError(f"trace {path} {what}", hint="give a capture or a *.trace.json")
     if path.stat().st_size == 0:
         raise ManifestError(f"trace {path} is empty", hint="decode it again: iket postprocess DIR")
     with open(path, "rb") as handle:
@@ -170,7 +173,8 @@ def _scan(path: Path, data, kinds: tuple[str, ...] = KINDS) -> Trace:
         _fill(launch, data, head.end(), end, kinds)
         flag = data.rfind(_SINGLE_CLUSTER, head.end(), end)  # just before its warps: found from the end
         value = flag + len(_SINGLE_CLUSTER)
-        launch.single_cluster = flag >= 0 and data[value : value + 1] not in (b"0", b"")
+        # 1 (or true) alone: a damaged flag never hides a launch's missing warps
+        launch.single_cluster = flag >= 0 and data[value : value + 2] in (b"1,", b"1}", b"tr")
         (graphs if launch.graph else launches).append(launch)
     return Trace(path, launches + graphs, tail["stringTable"], tail["locationTable"])
 
@@ -270,7 +274,7 @@ def _from_json(path: Path) -> Trace:
                 grid_id=raw["gridId"],
                 cluster=_cluster(raw.get("enabledCluster")),
                 graph=graph,
-                single_cluster=bool(raw.get("singleClusterActive")),
+                single_cluster=raw.get("singleClusterActive") in (1, True),
             )
             for r in raw["ranges"]:
                 launch.ranges.end.append(r["endTs"])

@@ -20,11 +20,6 @@ EXTRACT_DIR = "extract"
 #: ``--window``/``--one-pass``: the windows' traces as the hook saved them (capture/window_run.py).
 WINDOW_DIR = "window"
 MAX_EXTRACT = "4G"
-#: The largest per-warp budget (timestamps a warp) run-iket 4.8.1's in-process session was
-#: seen to survive, its own default. Above it the process died: 512 (SIGSEGV) with a kernel
-#: that emits 50 timestamps a warp; 512 (SIGSEGV; once not ended within 30 s) at 386; 2048 (SIGABRT, "free():
-#: invalid next size") at 1,538 (H100, driver 580.159.04, docs/gpu/session6/one-pass-budget.tar.xz).
-SESSION_SAFE_MAX_TS = 256
 #: ``iket show --pipeline --wait-pattern``'s default: ranges named so are waiting, not work.
 WAIT_PATTERN = "wait*"
 #: One JSON line per Python process of the passes, written by the start-up hook.

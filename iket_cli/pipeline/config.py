@@ -9,6 +9,7 @@ form ``iket profile`` accepts, as one string) or a ``command`` (an argv list), p
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -250,6 +251,8 @@ def _check(path: Path, table: dict, allowed: dict[str, tuple[type, ...]], prefix
             raise ConfigError(f"{path}: {prefix}{key}: should be {names}, not {type(value).__name__}")
         if key in POSITIVE and value < 1:
             raise ConfigError(f"{path}: {prefix}{key}: should be 1 or more, not {value}")
+        if isinstance(value, float) and not (math.isfinite(value) and value > 0):  # nan, inf, 0 s
+            raise ConfigError(f"{path}: {prefix}{key}: should be a number of seconds above 0, not {value}")
         if key in EXTRACT_CHECKS:
             _check_extract(path, f"{prefix}{key}", key, value)
 

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from ..analysis import completeness as judge
+from ..analysis import window_losses
 from ..capture import runiket, session, window_run
 from ..capture.plan import Plan
 from ..model import injection_log
@@ -29,11 +29,13 @@ def settings(plan: Plan) -> session.Settings:
     given, else the library's defaults (256 timestamps a warp, a 512 MiB buffer)."""
     opts = plan.options
     buffer = opts.context_buffer_size
+    cluster = tuple(int(part) for part in opts.enabled_cluster.split(",")) if opts.enabled_cluster else None
     return session.Settings(
         max_ts_per_warp=opts.max_ts_cnt_per_warp,
         device_buffer_size=None if buffer is None else parse_size(buffer),
         log_level=opts.log_level or runiket.DEFAULT_LOG_LEVEL,
         warp_lifetime_only=opts.warp_trace,
+        cluster=cluster,  # type: ignore[arg-type]
     )
 
 
@@ -70,22 +72,32 @@ def run(at: Attempt, facts: Facts) -> Facts:
     window_run.moved(folder, staging.capture_dir)
     shutil.rmtree(folder, ignore_errors=True)  # its state is in the manifest now
     found["settings"] = {**spec["settings"], "library": spec["library"]}
+    if found.get("closing"):
+        transcript.reporter.warn(
+            f"IKET's session refused to close after the window's trace was saved: {found['closing']}",
+            "the trace is whole; the workload went on (the session's own lines are in iket.log)",
+        )
     return replace(facts, window=found)
 
 
-def judged(at: Attempt) -> Completeness:
-    """What the windows lost, from the injection's lines in the log and each trace."""
+def judged(at: Attempt, window: dict | None = None) -> Completeness:
+    """What the windows lost, from the injection's lines in the log and each trace, and the
+    calls ``--calls A-B`` asked for that the run never made (``window``: the run's record)."""
     plan, staging, transcript = at.plan, at.staging, at.transcript
     level = plan.options.log_level or runiket.DEFAULT_LOG_LEVEL
     lines = _injection_lines(staging.log_path)
     found = Completeness()
     for path in sorted(staging.capture_dir.glob("iket_pid_*.trace.json")):
-        one = judge.of_window(
+        one = window_losses.of_window(
             trace_mod.load(path), lines, level, plan.options.max_ts_cnt_per_warp or session.DEFAULT_MAX_TS
         )
         found.losses += [loss for loss in one.losses if loss not in found.losses]
         found.checked = list(dict.fromkeys([*found.checked, *one.checked]))
         found.unchecked = [u for u in one.unchecked if u not in found.unchecked] + found.unchecked
+    short = window_losses.calls_short(window or {})
+    if short is not None:
+        found.losses.append(short)
+        found.checked.append("window")
     for loss in found.losses:
         transcript.write(f"[iket] incomplete: {loss.message}")
     skipped = injection_log.read_lines(lines).skipped_modules

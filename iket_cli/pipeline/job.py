@@ -40,6 +40,8 @@ class JobResult:
     gpu: str | None = None
     regressions: list[dict] = field(default_factory=list)
     log_tail: list[str] = field(default_factory=list)
+    #: What the gate could not judge (a side with no completeness record whose traces cannot tell).
+    notes: list[str] = field(default_factory=list)
     #: With ``--executor slurm``: the job's Slurm id, state, node, queue and run times, log.
     slurm: dict[str, Any] | None = None
 

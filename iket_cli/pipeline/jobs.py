@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import diff as diff_mod
-from ..analysis import gate
+from ..analysis import gate, judged
 from ..errors import CaptureInterrupted, UsageError
 from ..model import atomic, jsonio
 from ..model.reading import open_capture
@@ -120,12 +120,21 @@ def _gate(result: JobResult, base: Path, new: Path, fail_over: str | None) -> No
     if not (base / MANIFEST_NAME).is_file():
         result.error = f"no baseline capture at {base}"
         return
-    changes = diff_mod.compare(open_capture(base), open_capture(new), fail_over=fail_over)
+    sides = {"the baseline": open_capture(base), "this capture": open_capture(new)}
+    changes = diff_mod.compare(sides["the baseline"], sides["this capture"], fail_over=fail_over)
     result.regressions = [asdict(c) for c in changes if c.regression]
     failed = gate.verdict(changes, fail_over, unmatched_fails=True)
-    if failed is not None:
+    verdicts = {name: judged.judge(side) for name, side in sides.items()}
+    lost = [f"{name} is {found.line}" for name, found in verdicts.items() if found.state == judged.INCOMPLETE]
+    if lost:  # the gate cannot pass on numbers that miss what IKET lost
+        result.status, result.exit_code = "regressed", 1
+        result.error = "the gate cannot pass: " + "; ".join(lost)
+    elif failed is not None:
         result.status, result.exit_code = "regressed", 1
         result.error = failed.message + (f" ({failed.hint})" if failed.hint else "")
+    unknown = [f"{name}: {found.line}" for name, found in verdicts.items() if found.state == judged.UNKNOWN]
+    if unknown and not lost:
+        result.notes += unknown
 
 
 def _baseline_root(baseline: Path | None) -> Path | None:

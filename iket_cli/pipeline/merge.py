@@ -48,7 +48,9 @@ def merge(
     _refuse_an_input_as_out(target, inputs)
     names = _folder_names(inputs)
     try:
-        return _merged(target, inputs, records, names, copy=copy, timeline=timeline, offsets=offsets)
+        return _merged(
+            target, inputs, records, names, copy=copy, timeline=timeline, offsets=offsets, clobber=clobber
+        )
     except OSError as error:  # a full disk is OUT's disk (an input's name would mislead)
         raise filesystem.from_os_error(error, target.parent) from None
 
@@ -62,6 +64,7 @@ def _merged(
     copy: bool,
     timeline: bool,
     offsets: dict[str, int] | None,
+    clobber: bool,
 ) -> dict[str, Any]:
     """The merge made in a staging folder beside OUT, and published."""
     with outdir.Lock(target), Staging.create(target) as staging:
@@ -73,7 +76,7 @@ def _merged(
         if timeline:
             merged["timeline"] = _timeline(folder, processes, _offsets(inputs, names, offsets or {}))
         manifest_mod.write(folder, merged)
-        staging.publish()
+        staging.publish(clobber=clobber)
     return merged
 
 

@@ -76,10 +76,10 @@ def _as_before_unless_done(capture_dir: Path) -> Iterator[None]:
     backups = {path: path.with_name(f".{path.name}{BEFORE_SUFFIX}") for path in kept}
     for path, backup in backups.items():
         backup.unlink(missing_ok=True)  # a killed decode's
-        try:
-            os.link(path, backup)
+        try:  # a link is kept as the link it is (a dangling one too), never followed
+            os.link(path, backup, follow_symlinks=False)
         except OSError:
-            shutil.copy2(path, backup)
+            shutil.copy2(path, backup, follow_symlinks=False)
     try:
         yield
     except BaseException:
@@ -144,6 +144,8 @@ def _finished(
 
     outcomes = done.outcomes
     counted, traces = tasks_mod.known_counts(outcomes), done.traces()
+    if json_only:  # no raw capture to read: what the traces show by themselves is recorded
+        record["completeness"] = _judged_from_traces(capture_dir, record.get("completeness"), traces)
     joined = tasks_mod.known_joins(outcomes)
     record["processes"] = artifacts.rescan(capture_dir, record["processes"], counted, joined)
     finished = finish(capture_dir, record, formats, kept=had_json, traces=traces, ahead=done.ahead)
@@ -158,6 +160,22 @@ def _finished(
         record["error"] = record_mod.error_record(done.error)
     manifest_mod.write(capture_dir, record)
     return record, outcomes, finished.warnings
+
+
+def _judged_from_traces(
+    capture_dir: Path, record: dict[str, Any] | None, held: dict[str, Any]
+) -> dict[str, Any]:
+    """``record`` with each JSON trace's own losses added (those the export still holds, the
+    others read again, their warps' lifetimes only)."""
+    from ..analysis import completeness as judge
+    from ..model import trace as trace_mod
+    from ..model.vocab import pid_of
+
+    shown = []
+    for path in sorted(capture_dir.glob(trace_glob())):
+        loaded = held.get(path.name) or trace_mod.load(path, ("warps",))
+        shown += [{**loss, "pid_hex": pid_of(path.name)} for loss in judge.from_trace(loaded)]
+    return judge.with_traces(record, shown)
 
 
 def _new_manifest(capture_dir: Path, started: datetime) -> dict[str, Any]:

@@ -232,7 +232,7 @@ def _capture(
             if plan.in_process:
                 facts = in_process.run(at, facts)
                 facts = replace(facts, postprocess_s=_decode(at, decoded))
-                facts = replace(facts, completeness=in_process.judged(at))
+                facts = replace(facts, completeness=in_process.judged(at, facts.window))
             else:
                 if plan.extract is not None:
                     facts = replace(facts, extract=saved_calls.prepare(at))

@@ -76,7 +76,8 @@ def publish(
     manifest_mod.write(capture, record)
     for finding in lint:
         reporter.warn(f"pid {finding['process']}: [{finding['code']}] {finding['message']}", finding["hint"])
-    publishing.published = Capture(staging.publish(hold=publishing.hold), record)
+    published = staging.publish(hold=publishing.hold, clobber=plan.options.clobber)
+    publishing.published = Capture(published, record)
     return publishing.published
 
 

@@ -40,9 +40,13 @@ def compact(path: Path) -> bool:
     with open(path, "rb") as handle:
         try:
             doc = json.load(handle)
-        except ValueError:
-            return False  # not JSON: the reader names the problem
-    atomic.write(path, json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+        except (ValueError, RecursionError):
+            return False  # not JSON (or nested too deep to read): the reader names the problem
+    try:
+        data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a lone surrogate (``\udcff``): kept as JSON spells it
+        data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    atomic.write(path, data)
     return True
 
 

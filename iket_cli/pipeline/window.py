@@ -11,16 +11,18 @@ capture's ``iket.log``, not to the terminal or the notebook.
 Several windows in one process are several captures, one after another (the library allows
 one session at a time): each needs a folder of its own, or ``clobber=True``; ``{n}`` in DIR
 is replaced by the window's number in this process (``"iket-step{n}"``). As a decorator,
-each call of the function is a window. Only the first window of a process opens unless
-``IKET_CLI_SESSION_AGAIN=1`` asks for the later ones at the process's risk: NVIDIA's library
-(4.8.1) kills the process with SIGSEGV in a later session once a CUDA module was loaded
-after the first one began, and did so in 2 of 3 notebook runs whose kernels had all run
-once before the first window (:data:`AGAIN_ENV`, docs/capture.md).
+each call of the function is a window. Where the installed run-iket's session kills its process
+in a later window (:mod:`iket_cli.model.runiket_facts`), a later window is refused before it
+opens, saying how to capture it (a process of its own a window: ``pytest --iket`` does so by
+itself, ``%%iket --isolate``, ``iket profile --window``); :data:`AGAIN_ENV` opens it anyway,
+at the process's risk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import itertools
 import os
 import sys
@@ -35,22 +37,23 @@ from ..capture import inprocess, outdir, runiket
 from ..capture import session as session_mod
 from ..capture.staging import Staging, remove_stale
 from ..errors import CaptureError, IketError, SessionError, UsageError
+from ..model import runiket_facts
 from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES, formats_for
-from ..system import fdsplit
+from ..system import fdsplit, filesystem
 from .capture import Capture
 from .window_finish import Closed, evidence, finished
 
 DEFAULT_DIR = "iket-window"
 #: Windows opened in this process so far (``{n}`` in DIR).
 _numbers = itertools.count(1)
-#: ``1``: open windows after the first in this process. Off by default: on an H100 (run-iket
-#: 4.8.1) a session that follows another died of SIGSEGV at its kernel's launch whenever a
-#: CUDA module had been loaded since the first began (a kernel compiled in or after the first
-#: window) and the process had worked on between them (6 of 6; 14 of 25 iket windows); with
-#: every kernel loaded before the first session, 3 of 3 lived (docs/gpu/session4/).
+#: ``1``: open windows after the first in this process where the installed run-iket's session
+#: was seen to kill its process in a later one (:mod:`iket_cli.model.runiket_facts`), at its risk.
 AGAIN_ENV = "IKET_CLI_SESSION_AGAIN"
 #: Where the first window of this process whose session started was opened (empty: none yet).
 _started: list[str] = []
+#: This process's published windows, in order: ``{"number", "folder"}`` (each manifest lists the
+#: ones before it, so that a report and ``iket show`` say where the others are).
+_published: list[dict[str, Any]] = []
 
 
 class Window:
@@ -66,7 +69,7 @@ class Window:
         clobber: bool = False,
         postprocess: str = "all",
         max_ts_cnt_per_warp: int | None = None,
-        context_buffer_size: int | None = None,
+        context_buffer_size: int | str | None = None,
         log_level: str = runiket.DEFAULT_LOG_LEVEL,
         library: str | os.PathLike | None = None,
         where: str | None = None,
@@ -77,12 +80,14 @@ class Window:
             )
         if log_level not in LOG_LEVELS:
             raise UsageError(f"unknown log_level {log_level!r}", hint=", ".join(LOG_LEVELS))
-        session_mod.check_budget(max_ts_cnt_per_warp, "max_ts_cnt_per_warp=")
+        budget = session_mod.budget_of(max_ts_cnt_per_warp, "max_ts_cnt_per_warp=")
+        buffer = session_mod.buffer_of(context_buffer_size, "context_buffer_size=")
+        session_mod.check_budget(budget, "max_ts_cnt_per_warp=")
         self.output_dir = str(output_dir)
         self.clobber = clobber
         self.formats = formats_for(postprocess)
         self.settings = session_mod.Settings(
-            max_ts_per_warp=max_ts_cnt_per_warp, device_buffer_size=context_buffer_size, log_level=log_level
+            max_ts_per_warp=budget, device_buffer_size=buffer, log_level=log_level
         )
         self.library = library
         #: What the manifest calls the place the window was opened (default: its file:line).
@@ -90,6 +95,9 @@ class Window:
         inprocess.prepare()  # a decorated function's kernels may load before its first call
         #: The last window's capture, once it is published.
         self.capture: Capture | None = None
+        #: Where the window is around calls of a function (:mod:`iket_cli.hosts.calls`): which
+        #: calls it was asked for and which it holds (its manifest's ``window`` says them).
+        self.calls: dict[str, Any] | None = None
         self._open: _Open | None = None
 
     def __enter__(self) -> Window:
@@ -104,6 +112,17 @@ class Window:
             self.capture = opened.end(error)
 
     def __call__(self, func: Callable) -> Callable:
+        if (
+            inspect.isgeneratorfunction(func)
+            or inspect.iscoroutinefunction(func)
+            or inspect.isasyncgenfunction(func)
+        ):
+            raise UsageError(
+                f"iket_cli.window cannot decorate {getattr(func, '__qualname__', func)}: a generator or "
+                "async function runs its body after the call returns, outside the window",
+                hint="open the window where the body runs: `with iket_cli.window(...):` around its loop",
+            )
+
         @functools.wraps(func)
         def windowed(*args: Any, **kwargs: Any) -> Any:
             with self:
@@ -117,13 +136,24 @@ def window(output_dir: str | os.PathLike = DEFAULT_DIR, **options: Any) -> Windo
     return Window(output_dir, **options)
 
 
-def _not_again(first: str) -> CaptureError:
-    """Why a window after the first of this process (opened at ``first``) does not open."""
+def numbered(output_dir: str) -> str:
+    """``output_dir`` with ``{n}`` made the next window's number in this process."""
+    return output_dir.replace("{n}", str(next(_numbers)))
+
+
+def opening_refused() -> SessionError | None:
+    """Why a window may not open now (None: it may): a later window of this process where the
+    installed run-iket's session killed its process in one (unless :data:`AGAIN_ENV` says 1)."""
+    facts = runiket_facts.installed()
+    allowed = facts.windows_per_process
+    if allowed is None or len(_started) < allowed or os.environ.get(AGAIN_ENV) == "1":
+        return None
     return SessionError(
-        f"a second window in this process was not opened (the first: {first}): NVIDIA's "
-        "in-process session (run-iket 4.8.1) can kill the process (SIGSEGV) in a later session",
+        f"a second window in this process was not opened (the first: {_started[0]}): run-iket "
+        f"{facts.release}'s in-process session can kill the process (SIGSEGV) in a later window",
         call="Start",
-        hint=f"capture each window in a process of its own (restart the kernel; iket profile --window); "
+        hint="capture each window in a process of its own: pytest --iket does so by itself, "
+        "%%iket --isolate for a self-contained cell, a restarted kernel, or iket profile --window; "
         f"{AGAIN_ENV}=1 opens it anyway, at the risk of this process",
     )
 
@@ -143,6 +173,8 @@ class _Open:
 
     def __init__(self, owner: Window, number: int, where: str, output: Path) -> None:
         self.owner, self.number, self.where, self.output = owner, number, where, output
+        #: The process that opened it: a child forked inside the window leaves it to this one.
+        self.pid = os.getpid()
         self.started_at = datetime.now(timezone.utc)
         self.t0 = time.monotonic()
         self.lock = outdir.Lock(output)
@@ -153,8 +185,9 @@ class _Open:
 
     @classmethod
     def begin(cls, owner: Window, where: str) -> _Open:
-        if _started and os.environ.get(AGAIN_ENV) != "1":
-            raise _not_again(_started[0])
+        refused = opening_refused()
+        if refused is not None:
+            raise refused
         number = next(_numbers)
         path = Path(owner.output_dir.replace("{n}", str(number)))
         output = outdir.check(path, cwd=Path.cwd(), clobber=owner.clobber)
@@ -169,7 +202,8 @@ class _Open:
 
     def _start(self) -> None:
         remove_stale(self.output)
-        lib = session_mod.load(session_mod.find_library(self.owner.library))
+        path = session_mod.find_library(self.owner.library)
+        lib = session_mod.load(path)
         self.staging = Staging.create(self.output)
         self.staging.capture_dir.mkdir()
         _warn_half_precision()
@@ -177,12 +211,17 @@ class _Open:
         for fd in (1, 2):
             split = fdsplit.Split(fd, runiket.is_injection_line, self.staging.log_path)
             self.splits.append(split.__enter__())
-        self.session = session_mod.Session(lib, self.owner.settings).start()
+        design = runiket_facts.installed().design
+        self.session = session_mod.Session(lib, self.owner.settings, design=design, key=str(path)).start()
         self.t_start = time.monotonic()
         _started[:] = _started or [self.where]
 
     def end(self, error: BaseException | None) -> Capture | None:
-        """Stop and save; publish, or keep the evidence where the block raised (it goes on)."""
+        """Stop and save; publish, or keep the evidence where the block raised (it goes on). A
+        process forked inside the window (``os.fork``) that leaves the block touches nothing:
+        the window, its session and its folder are the parent's."""
+        if os.getpid() != self.pid:
+            return None
         try:
             try:
                 trace = self._stop()
@@ -194,6 +233,10 @@ class _Open:
                 return None
             try:
                 return self._publish(trace)
+            except OSError as failure:  # a full disk, a folder gone: said in one line, evidence kept
+                said = filesystem.from_os_error(failure, self.output.parent)
+                self._keep_evidence(said)
+                raise said from None
             except IketError as failure:  # the report or a full disk: the evidence is kept
                 self._keep_evidence(failure)
                 raise
@@ -210,11 +253,21 @@ class _Open:
                 try:
                     self.session.stop()
                     trace = self.staging.capture_dir / f"iket_pid_{os.getpid():#x}.trace.json"
-                    self.session.save(trace)
+                    self._save(trace)
                 finally:
                     self.session.close()
                     self._unsplit()
         return trace
+
+    def _save(self, trace: Path) -> None:
+        """SaveTrace; its I/O error on a full disk said as the full disk it is."""
+        assert self.session is not None
+        try:
+            self.session.save(trace)
+        except SessionError as refused:
+            if refused.result == session_mod.IO_ERROR and filesystem.nearly_full(trace.parent):
+                raise filesystem.disk_full(trace.parent, writing="the window's trace") from None
+            raise
 
     def _closed(self) -> Closed:
         assert self.staging is not None
@@ -228,17 +281,25 @@ class _Open:
             formats=tuple(self.owner.formats),
             log_level=self.owner.settings.log_level,
             applied=dict(self.session.applied) if self.session is not None else {},
+            earlier=tuple(_published),
+            calls=self.owner.calls,
         )
 
     def _publish(self, trace: Path) -> Capture:
         record = finished(self._closed(), trace)
         assert self.staging is not None
-        return Capture(self.staging.publish(), record)
+        folder = self.staging.publish(clobber=self.owner.clobber)
+        _published.append({"number": self.number, "folder": str(folder.resolve())})
+        return Capture(folder, record)
 
     def _keep_evidence(self, error: BaseException) -> None:
-        evidence(self._closed(), error)
+        """What the window saved, kept in ``DIR.failed/`` with a manifest that says ``error``
+        (on a full disk the manifest may not fit: the folder is kept without it)."""
+        with contextlib.suppress(OSError):
+            evidence(self._closed(), error)
         assert self.staging is not None
-        self.staging.fail()
+        with contextlib.suppress(OSError):
+            self.staging.fail()
 
     def _unsplit(self) -> None:
         while self.splits:
@@ -256,7 +317,7 @@ class _Open:
 
 
 def _warn_half_precision() -> None:
-    """A half-precision GEMM inside a session aborts the process (RUN_IKET_NOTES.md): where
+    """A half-precision GEMM inside a session aborts the process (docs/faults.md): where
     torch's autocast to a half type is on as the window opens, say so before it happens."""
     torch = sys.modules.get("torch")
     if torch is None:

@@ -8,13 +8,14 @@ tracker pass) and the manifest, whose ``window`` says where the window was and w
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..analysis import completeness as judge
+from ..analysis import window_losses
 from ..errors import CaptureError, IketError, Status
 from ..model import artifacts, injection_log
 from ..model import manifest as manifest_mod
@@ -45,6 +46,11 @@ class Closed:
     log_level: str
     #: The settings the session applied (its budget among them); empty if it never started.
     applied: dict[str, Any] = field(default_factory=dict)
+    #: This process's windows published before this one: ``{"number", "folder"}`` each.
+    earlier: tuple[dict[str, Any], ...] = ()
+    #: A window around calls of a function (``%%iket --function``, the pytest mark's): its
+    #: ``function``, ``asked`` and held ``calls`` (``[first, last]``) and ``seen``; None otherwise.
+    calls: dict[str, Any] | None = None
 
 
 def finished(closed: Closed, trace: Path) -> dict[str, Any]:
@@ -56,7 +62,11 @@ def finished(closed: Closed, trace: Path) -> dict[str, Any]:
     loaded = trace_mod.load(trace)
     lines = _log_lines(capture)
     budget = closed.applied.get("max_ts_cnt_per_warp")
-    found = judge.of_window(loaded, lines, closed.log_level, budget)
+    found = window_losses.of_window(loaded, lines, closed.log_level, budget)
+    short = window_losses.calls_short(closed.calls or {})
+    if short is not None:  # the block ended before the last call asked for
+        found.losses.append(short)
+        found.checked.append("window")
     trace_exports.write(capture, formats, {trace.name: loaded})
     draft = _record(closed, Status.OK, artifacts.scan_processes(capture), found.to_dict())
     kept = frozenset({trace.name}) if "json" in formats else frozenset()
@@ -88,6 +98,29 @@ def evidence(closed: Closed, error: BaseException) -> None:
     manifest_mod.write(
         capture, _record(closed, status, artifacts.scan_processes(capture), None, error=failure)
     )
+
+
+def died(output: Path, why: str) -> Path | None:
+    """What a window's process left when it died inside the window (a crash in NVIDIA's session
+    or in the workload; its staging folder beside DIR), kept as ``DIR.failed/`` with a manifest
+    that says ``why``: the next run finds nothing to clean, the reader the injection's log. The
+    evidence's folder, or None where the process left nothing."""
+    from ..capture import outdir
+    from ..capture.staging import TOKEN_BYTES, Staging, abandoned
+
+    with outdir.Lock(output):
+        left = abandoned(output)
+        if left is None:
+            return None
+        staging = Staging(output, left, left.name[-2 * TOKEN_BYTES :])
+        capture = staging.finalize()
+        failure = CaptureError(why, phase="window", hint="the injection's own lines are in iket.log here")
+        now = datetime.now(timezone.utc)
+        where = "a process that died inside its window"
+        closed = Closed(staging, 0, where, now, time.monotonic(), None, (), "info")
+        manifest_mod.write(capture, _record(closed, Status.FAILED, artifacts.scan_processes(capture), None,
+                                            error=failure))  # fmt: skip
+        return staging.fail()
 
 
 def _record(
@@ -122,6 +155,9 @@ def _record(
         window={
             "number": closed.number,
             "where": closed.where,
+            "pid": os.getpid(),
+            "earlier": list(closed.earlier),
+            **(closed.calls or {}),
             **closed.applied,
             "skipped_modules": _skipped(closed),
         },

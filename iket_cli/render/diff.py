@@ -47,11 +47,18 @@ def _table(compared: Compared, out: IO[str]) -> None:
 def _row(c: Change) -> list[str]:
     ratio = "-" if c.ratio is None else f"{c.ratio:.3f}x"
     delta = "-" if c.delta is None else ("+" if c.delta >= 0 else "-") + duration(abs(c.delta))
-    status = "REGRESSION" if c.regression else "UNDECIDED: too few repeats" if c.undecided else c.status
+    status = "REGRESSION" if c.regression else "UNDECIDED: too few repeats" if c.undecided else _moved(c)
     if c.repeats is not None:  # judged by the repeats (analysis.gate)
         tested = "" if c.p_value is None else f", p {c.p_value:.3f}"
         status += f" ({c.repeats[0]} vs {c.repeats[1]} repeats{tested})"
     return [c.name or c.kernel, c.range, duration(c.base), duration(c.new), ratio, delta, status]
+
+
+def _moved(c: Change) -> str:
+    """A matched range's status says which way it moved (no gate judged it)."""
+    if c.status != "matched" or c.ratio is None or c.ratio == 1:
+        return c.status if c.ratio != 1 else "same"
+    return "slower" if c.ratio > 1 else "faster"
 
 
 #: ``--format`` -> writer (the choices are ``vocab.DIFF_FORMATS``; render/formats.py).

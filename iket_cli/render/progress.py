@@ -85,9 +85,14 @@ class ConsoleReporter(Reporter):
             self._status.stop()
             self._status = None
 
-    def _status_text(self) -> str:
+    def _status_text(self) -> Any:
+        """The live line as styled text (no markup to parse: a dumb terminal shows it as words)."""
+        from rich.text import Text
+
         total = time.monotonic() - self._started
-        return f"[bold]iket[/] {PHASE_LABELS.get(self._phase, self._phase)} · {total:0.1f} s"
+        return Text.assemble(
+            ("iket", "bold"), f" {PHASE_LABELS.get(self._phase, self._phase)} · {total:0.1f} s"
+        )
 
     # -- Reporter -----------------------------------------------------------------------
     def phase(self, name: str) -> None:

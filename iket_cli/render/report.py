@@ -36,7 +36,7 @@ from ..model import trace as trace_mod
 from ..model.annotations import Dag, Roles, dags_for, roles_for
 from ..model.completeness import of_process
 from ..model.folder import Beside, mode_of, process_label
-from ..model.manifest import replay_line
+from ..model.manifest import replay_line, window_line
 from ..model.names import Namer, short
 from ..model.reading import Opened, open_capture
 from ..model.vocab import ARTIFACTS, PAYLOAD_TYPES, stem
@@ -260,7 +260,8 @@ def _meta(record: dict[str, Any] | None) -> dict[str, Any]:
         "versions": {k: v for k, v in versions.items() if k != "gpus"},
         "processes": len(record.get("processes", [])),
         **({"repeats": _repeats(record)} if spread.repeated(record) else {}),
-        "extract": replay_line(record),
+        "extract": replay_line(record) if isinstance(record.get("extract"), dict) else None,
+        "window": window_line(record),
         "health": record.get("completeness"),
     }
 

@@ -45,12 +45,13 @@ def _table(rows: list[dict], columns: list[str], out: IO[str]) -> None:
 
     from .text import markup, rich_console
 
-    table = Table(title=f"{len(rows):,} row(s)", title_justify="left")
+    table = Table()  # the count on a line of its own: a narrow table would wrap it
     for column in columns:
         table.add_column(markup(column), justify="right" if _numeric(rows, column) else "left")
     for row in rows[:TABLE_ROWS]:
         table.add_row(*(markup(_cell(column, row[column])) for column in columns))
     console = rich_console(file=out, width=max(120, 14 * len(columns)))
+    console.print(f"{len(rows):,} row(s)", style="italic", highlight=False)
     console.print(table)
     if len(rows) > TABLE_ROWS:
         console.print(f"(first {TABLE_ROWS} rows shown: --format csv or json gives all {len(rows):,})")

@@ -183,16 +183,16 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
             group = f" · {markup(process['group'])}" if process["group"] else ""
             title = (
                 f"pid {markup(process['process'])}{group} · {markup(kernel.name or kernel.kernel)} · "
-                f"{kernel.launches} launch(es) · grid {kernel.grid} · block {kernel.block} · "
+                f"{kernel.launches:,} launch(es) · grid {kernel.grid} · block {kernel.block} · "
                 f"warp lifetime p50 {duration(lifetime.p50 if lifetime else None)}"
                 + completeness.marked(kernel.kernel, process.get("losses", []))
             )
-            table = Table(title=title, title_justify="left")
+            table = Table()  # its title on a line of its own: a narrow table wraps a title mid-number
             for column in (
                 "range",
                 "type",
                 "count",
-                "total",
+                "total (all warps)",
                 "mean",
                 "min",
                 "p50",
@@ -239,6 +239,7 @@ def render_table(processes: list[dict], out: IO[str]) -> None:
                     "",
                     *(("", "") if spread else ()),
                 )
+            console.print(title, style="italic", highlight=False)
             console.print(table)
         if process.get("launches"):
             console.print(launch_table(process))

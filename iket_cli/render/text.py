@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from typing import IO, Any
 
-#: C0 and C1 control characters (but newline), DEL, and the bidirectional overrides that can
-#: make a name read backwards on screen.
-_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: C0 and C1 control characters (but newline), DEL, the bidirectional overrides that can
+#: make a name read backwards on screen, and lone surrogates (a file name's undecodable bytes:
+#: no stream can write them).
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _spelled(match: re.Match) -> str:

@@ -28,6 +28,8 @@ class Split:
     def __init__(self, fd: int, wanted: Callable[[str], bool], log: Path) -> None:
         self.fd, self.wanted, self.log = fd, wanted, log
         self.kept = 0
+        #: Lines lost: the log could not take them (a full disk), or the descriptor went away.
+        self.dropped = 0
         self._saved: int | None = None
         self._reader: threading.Thread | None = None
 
@@ -52,9 +54,12 @@ class Split:
         self._saved = None
 
     def _read(self, read: int) -> None:
+        """Drain the pipe to its end whatever fails: a log that cannot be written (a full disk)
+        or a descriptor that went away loses lines (counted in :attr:`dropped`), never the
+        reader, which a writer blocked on a full pipe would wait for forever."""
         pending = b""
         try:
-            with open(self.log, "ab") as log:
+            with self._log() as log:
                 while chunk := os.read(read, 1 << 16):
                     *lines, pending = (pending + chunk).split(b"\n")
                     for line in lines:
@@ -64,13 +69,31 @@ class Split:
         finally:
             os.close(read)
 
+    @contextlib.contextmanager
+    def _log(self):
+        try:
+            handle = open(self.log, "ab")  # noqa: SIM115  (closed below, or None where it cannot open)
+        except OSError:
+            handle = None
+        try:
+            yield handle
+        finally:
+            if handle is not None:
+                with contextlib.suppress(OSError):
+                    handle.close()
+
     def _route(self, line: bytes, log) -> None:
-        if self.wanted(line.decode("utf-8", "replace")):
-            log.write(line)
-            log.flush()
-            self.kept += 1
-        else:
-            os.write(self._saved, line)
+        try:
+            if self.wanted(line.decode("utf-8", "replace")):
+                if log is None:
+                    raise OSError("the log could not be opened")
+                log.write(line)
+                log.flush()
+                self.kept += 1
+            else:
+                os.write(self._saved, line)
+        except OSError:
+            self.dropped += 1
 
 
 def _flush() -> None:

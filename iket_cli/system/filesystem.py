@@ -24,6 +24,17 @@ REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
 WRITE_SLICE = 1 << 23
 
 
+#: Free bytes under which a write that failed is taken for a full disk (a library's I/O error
+#: says no more than that it could not write).
+NEARLY_FULL = 1 << 20
+
+
+def nearly_full(folder: Path) -> bool:
+    """Whether the disk holding ``folder`` has (almost) no room left."""
+    free = free_bytes(folder)
+    return free is not None and free < NEARLY_FULL
+
+
 def is_full(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno in DISK_FULL
 

@@ -117,23 +117,61 @@ def run(
     """
     proc = start(argv, env=env, cwd=cwd, stdout=PIPE, stderr=PIPE, text=True, new_session=True)
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = output(proc, timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         raise SpawnError(
             f"{os.fspath(argv[0])} gave no answer within {timeout:g} s", command=quote(argv)
         ) from None
     except BaseException:  # Ctrl-C or SIGTERM while waiting: the child goes too
-        _kill_group(proc)
+        kill_group(proc)
         raise
     return Completed([os.fspath(w) for w in argv], proc.returncode, out, err)
+
+
+#: How often :func:`output` looks whether the child itself has ended.
+POLL_S = 0.25
+
+
+def output(proc: subprocess.Popen, timeout: float | None) -> tuple[str, str]:
+    """All a text-mode ``proc`` (started with ``new_session``) wrote on its pipes, once it has
+    ended: where a process it left behind in its group (a daemon) still holds the pipes, that
+    group is killed and what was written by then kept, after a bounded wait
+    (:data:`KILLED_WAIT_S`), not the daemon's life. Raises ``TimeoutExpired`` if ``proc`` itself
+    outlives ``timeout``."""
+    waited = 0.0
+    while True:
+        try:
+            return proc.communicate(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            waited += POLL_S
+            if proc.poll() is None:
+                if timeout is not None and waited >= timeout:
+                    raise
+                continue
+            try:  # ended: its last words are in the pipes
+                return proc.communicate(timeout=KILLED_WAIT_S)
+            except subprocess.TimeoutExpired as held:
+                partial = held
+            with contextlib.suppress(OSError):  # what it left behind in its group goes with it
+                os.killpg(proc.pid, signal.SIGKILL)
+            for stream in (proc.stdout, proc.stderr):
+                with contextlib.suppress(OSError):
+                    stream.close()
+            return _text(partial.output), _text(partial.stderr)
+
+
+def _text(data: bytes | str | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
 
 #: Seconds to wait for a killed child's pipes to close before leaving it.
 KILLED_WAIT_S = 2.0
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill ``proc``'s process group (started with ``new_session``) and wait for its pipes a
+    bounded time (:data:`KILLED_WAIT_S`): a process left holding them is left, not waited for."""
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
     try:

@@ -93,3 +93,47 @@ def test_thresholds_most_specific_first():
     assert diff.threshold_for(rules, "gemm", "mainloop") == 0.03
     assert diff.threshold_for(rules, "gemm", "epilogue") == 0.2
     assert diff.threshold_for(rules, "gemm", "other") == 0.10
+
+
+@pytest.mark.parametrize("given", ["5", "50", "1", "mainloop=5"])
+def test_a_bare_number_of_one_or_more_is_refused_not_read_as_hundreds_of_percent(tmp_path, given):
+    """``--fail-over 5`` meant as 5% used to read as 500%: a gate that never fires."""
+    result = run_iket("diff", FIXTURES / "multi", FIXTURES / "multi", "--fail-over", given, cwd=tmp_path)
+    assert result.code == 2, result
+    number = given.split("=")[-1]
+    assert "a bare number is a fraction" in result.stderr and f"did you mean {number}%?" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bare_fraction_is_a_threshold_and_help_says_what_a_bare_number_means(tmp_path):
+    assert diff.parse_thresholds("0.05") == [("*", 0.05)]
+    for bad in ("nan", "inf", "-1%"):
+        with pytest.raises(UsageError):
+            diff.parse_thresholds(bad)
+    shown = run_iket("diff", "--help", cwd=tmp_path)
+    assert "a bare number is a fraction: 0.05 is 5%" in " ".join(shown.stdout.split())
+
+
+def test_without_a_gate_a_matched_range_says_which_way_it_moved(tmp_path):
+    synthetic(tmp_path / "base.trace.json", {"r": [1000] * 20})
+    synthetic(tmp_path / "slow.trace.json", {"r": [1700] * 20})
+    slower = run_iket("diff", tmp_path / "base.trace.json", tmp_path / "slow.trace.json", cwd=tmp_path)
+    assert slower.code == 0, slower
+    assert "1.700x" in slower.stdout and "slower" in slower.stdout and "matched" not in slower.stdout
+    faster = run_iket("diff", tmp_path / "slow.trace.json", tmp_path / "base.trace.json", cwd=tmp_path)
+    assert "faster" in faster.stdout
+    same = run_iket("diff", tmp_path / "base.trace.json", tmp_path / "base.trace.json", cwd=tmp_path)
+    assert " same " in same.stdout
+
+
+def test_the_gate_judges_a_bare_lossy_trace_from_itself(tmp_path):
+    """A trace with no manifest beside it (or a capture made before iket kept a completeness
+    record) is judged from its own warps: one that lost every record cannot pass a gate."""
+    lossy = tmp_path / "lossy.trace.json"
+    lossy.write_bytes(next((FIXTURES / "loss_budget").glob("iket_pid_*.trace.json")).read_bytes())
+    gated = run_iket("diff", FIXTURES / "affine", lossy, "--fail-over", "5%", cwd=tmp_path)
+    assert gated.code == 1, gated
+    assert "NEW" in gated.stderr and "INCOMPLETE" in gated.stderr and "the gate cannot pass" in gated.stderr
+    clean = run_iket("diff", FIXTURES / "affine", FIXTURES / "affine", "--fail-over", "5%", cwd=tmp_path)
+    assert clean.code == 0, clean
+    assert "no completeness record: judged from its traces alone" in clean.stderr

@@ -246,3 +246,13 @@ def test_each_range_says_push_pop_or_start_end(tmp_path):
         "│ reduce          │ push/pop  │" in table.stdout
         and "│ load            │ start/end │" in table.stdout
     )
+
+
+def test_a_range_name_that_matches_nothing_is_a_usage_error_listing_the_names(tmp_path):
+    """``--range`` that names no range used to print an orphan mark row and exit 0."""
+    result = run_iket("show", FIXTURES / "affine", "--range", "nosuch", cwd=tmp_path)
+    assert result.code == 2, result
+    assert "no range named 'nosuch'" in result.stderr and "its ranges: affine" in result.stderr
+    assert result.stdout == ""
+    found = run_iket("show", FIXTURES / "affine", "--range", "affine", cwd=tmp_path)
+    assert found.code == 0 and "affine" in found.stdout

@@ -1,4 +1,7 @@
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,8 +78,16 @@ def test_lock_is_exclusive_and_released(tmp_path):
     target = tmp_path / "cap"
     with outdir.Lock(target) as lock:
         assert lock.path.read_text().strip() == str(os.getpid())
-        with pytest.raises(OutputDirError, match=r"another iket command is using .* \(pid \d+\)"):
-            outdir.Lock(target).acquire()
+        with pytest.raises(OutputDirError, match=r"this process is already using .*cap"):
+            outdir.Lock(target).acquire()  # a window nested in one into the same folder
+        script = (
+            f"import pathlib\nfrom iket_cli.capture import outdir\n"
+            f"outdir.Lock(pathlib.Path({str(target)!r})).acquire()"
+        )
+        other = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True
+        )  # another command
+        assert re.search(r"another iket command is using .* \(pid \d+\)", other.stderr), other.stderr
     assert not lock.path.exists()
     with outdir.Lock(target):
         pass

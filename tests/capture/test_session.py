@@ -109,3 +109,30 @@ def test_the_real_library_without_a_driver_says_so(real_run_iket):
         assert "libcuda.so.1" in error.message and "GPU machine" in error.hint
     else:  # a machine with a driver loads it and speaks ABI 1
         pass
+
+
+def test_the_kept_design_creates_one_session_and_clears_it_between_windows(tmp_path):
+    """One handle for the life of the process (runiket_facts.KEPT): created at the first window,
+    its options set and its trace data cleared at each, never destroyed."""
+    from iket_cli.model.runiket_facts import KEPT
+
+    lib = SessionLibrary()
+    for number, budget in enumerate((64, 128, 256)):
+        with session.Session(
+            lib, session.Settings(max_ts_per_warp=budget), design=KEPT, key=str(tmp_path)
+        ) as s:
+            s.stop()
+            s.save(tmp_path / f"w{number}.trace.json")
+        assert lib.options["max_ts_per_warp"] == budget
+    assert lib.calls.count("Create") == 1 and "Destroy" not in lib.calls
+    assert lib.calls.count("Start") == 3 and lib.calls.count("ClearTraceData") == 3
+    assert lib.calls[:5] == ["Create", "OptionsInit", "SetOptions", "Start", "Stop"]
+
+
+def test_a_per_window_session_is_destroyed_at_each_close(tmp_path):
+    lib = SessionLibrary()
+    for _ in range(2):
+        with session.Session(lib):
+            pass
+    assert lib.calls.count("Create") == 2 and lib.calls.count("Destroy") == 2
+    assert "ClearTraceData" not in lib.calls

@@ -179,6 +179,28 @@ def test_baseline_gate_both_ways(tmp_path, double):
     assert cases.find("testcase[@name='copy_kernel_kernel/copy']/failure") is not None
 
 
+def test_a_baseline_that_lost_data_fails_the_gate_without_a_completeness_record(tmp_path, double):
+    """``run --baseline`` trusted the manifest only: a baseline whose traces lost every record
+    (its completeness record gone, as an older capture's) passed with no word."""
+    config(tmp_path, double)
+    assert run_iket("run", cwd=tmp_path).code == 0
+    base = tmp_path / "runs" / "affine"
+    record = json.loads((base / "manifest.json").read_text())
+    record.pop("completeness", None)  # a capture made before iket kept the record
+    (base / "manifest.json").write_text(json.dumps(record))
+    trace = base / "iket_pid_0x204.trace.json"
+    data = json.loads(trace.read_text())
+    for launch in data["launches"]:  # what a budget drop leaves: a launch with no record at all
+        launch["ranges"], launch["markers"], launch["warpLifetimes"] = [], [], []
+    trace.unlink()
+    trace.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True))
+    gated = run_iket("run", "--output", "runs2", "--baseline", "runs", cwd=tmp_path)
+    assert gated.code == 1, gated
+    jobs = {j["name"]: j for j in run_manifest(tmp_path, "runs2")["jobs"]}
+    assert jobs["affine"]["status"] == "regressed" and jobs["multi"]["status"] == "ok"
+    assert "the gate cannot pass: the baseline is INCOMPLETE" in jobs["affine"]["error"]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -303,3 +303,67 @@ def test_one_pass_reads_each_trace_twice_judged_then_exported_linted_and_reporte
     assert done.returncode == 0, done.stderr
     assert "trace loads: 2" in done.stderr, done.stderr[-2000:]
     assert {p.suffix for p in (work / "out").iterdir()} >= {".html", ".pftrace", ".json"}
+
+
+def test_a_range_of_calls_that_outruns_the_run_is_incomplete_and_says_what_it_holds(work, library):
+    """``--calls 3-9`` of a run that made 4 calls: the window was closed at the process's exit
+    and published as "calls 3-9", complete. Now it says it holds calls 3-4, is INCOMPLETE, and
+    ``--strict`` exits 1."""
+    env = session_env(library)
+    done = run_iket("profile", "work.py", "--window", "stepper:step", "--calls", "3-9", "--no-stop-after",
+                    "-o", "out", "--json", cwd=work, env=env)  # fmt: skip
+    assert done.code == 0, done
+    record = manifest.read(work / "out")
+    assert record["window"]["calls"] == [3, 4] and record["window"]["asked"] == [3, 9]
+    (loss,) = [loss for loss in record["completeness"]["losses"] if loss["cause"] == "window-calls"]
+    assert "the run made 4, so it holds calls 3-4 only" in loss["message"]
+    assert record["completeness"]["complete"] is False and "INCOMPLETE" in done.stderr
+    strict = run_iket("profile", "work.py", "--window", "stepper:step", "--calls", "3-9", "--no-stop-after",
+                      "-o", "out2", "--strict", cwd=work, env=env)  # fmt: skip
+    assert strict.code == 1, strict
+
+
+@pytest.mark.parametrize("calls", ["1-", "１", "3-2", "0"])
+def test_calls_that_are_not_calls_are_refused(work, library, calls):
+    done = run_iket("profile", "work.py", "--window", "stepper:step", "--calls", calls, "-o", "out",
+                    cwd=work, env=session_env(library))  # fmt: skip
+    assert done.code == 2 and "is not N, A-B or last" in done.stderr, done
+
+
+def test_a_module_is_not_a_function_to_window(work, library):
+    (work / "stepper.py").write_text(textwrap.dedent(STEPPER) + "import json\n")
+    done = run_iket("profile", "work.py", "--window", "stepper:json", "-o", "out", cwd=work,
+                    env=session_env(library))  # fmt: skip
+    assert done.code == 2 and "is a module stepper.py imports, not a function" in done.stderr, done
+
+
+def test_a_timeout_that_is_not_a_number_of_seconds_is_refused(work):
+    for given in ("nan", "inf", "-1", "0"):
+        done = run_iket("profile", "work.py", "--timeout", given, "-o", "out", cwd=work)
+        assert done.code == 2 and "--timeout" in done.stderr, done
+
+
+def test_a_call_that_raised_and_was_caught_is_said_as_caught(work, library):
+    """The run ended well (the workload caught FUNC's exception): not "failed with status 0"."""
+    (work / "work.py").write_text(
+        "from stepper import step\ntry:\n    step(2)\nexcept ValueError:\n    print('caught', flush=True)\n"
+    )
+    done = run_iket("profile", "work.py", "--window", "stepper:step", "--calls", "1", "-o", "out",
+                    cwd=work, env={**session_env(library), "RAISE_AT": "2"})  # fmt: skip
+    assert done.code == 1, done
+    assert "raised inside the window; the run caught it" in done.stderr and "status 0" not in done.stderr
+
+
+def test_a_session_that_dies_on_a_budget_is_said_with_its_signal_and_leaves_evidence(work, library):
+    """Above 256 timestamps a warp run-iket 4.8.1's session aborted its process after collecting
+    ("free(): invalid next size"); the stand-in does so too (``budget-over=256``): iket refuses
+    such a budget before anything runs, and where told to try anyway, says how the run died."""
+    env = {**session_env(library), "IKET_DOUBLE_CRASH": "budget-over=256"}
+    refused = run_iket("profile", "work.py", "--one-pass", "--max-ts-cnt-per-warp", "512", "-o", "out",
+                       cwd=work, env=env)  # fmt: skip
+    assert refused.code == 2 and "kills its process with more than 256 timestamps a warp" in refused.stderr
+    tried = run_iket("profile", "work.py", "--one-pass", "--max-ts-cnt-per-warp", "512", "-o", "out",
+                     cwd=work, env={**env, "IKET_CLI_SESSION_BUDGET_UNSAFE": "1"})  # fmt: skip
+    assert tried.code == 1, tried
+    assert "SIGABRT" in tried.stderr and "Traceback" not in tried.stderr
+    assert manifest.read(work / "out.failed")["status"] == "failed" and not (work / "out").exists()

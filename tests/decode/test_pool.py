@@ -306,7 +306,7 @@ def test_a_chunk_whose_worker_dies_fails_the_json_alone_and_leaves_nothing(tmp_p
     folder = kept(tmp_path, "cute_pipeline")
     outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto"]), jobs=2)}
     failed = outcomes["json"]
-    assert failed.error and "launch 1 of 1, CTAs 3/8" in failed.error and "crashed" in failed.error, (
+    assert failed.error and "launch 1 of 1, CTA chunk 3/8" in failed.error and "crashed" in failed.error, (
         failed.error
     )
     assert outcomes["perfetto"].error is None
@@ -416,7 +416,7 @@ def test_a_perfetto_chunk_whose_worker_dies_fails_the_perfetto_alone_and_leaves_
     folder = kept(tmp_path, "cute_pipeline")
     outcomes = {o.task.export: o for o in pool.run(tasks.plan(folder, ["json", "perfetto", "html"]), jobs=2)}
     failed = outcomes["perfetto"]
-    assert failed.error and "launch 1 of 1, CTAs 3/8" in failed.error and "crashed" in failed.error, (
+    assert failed.error and "launch 1 of 1, CTA chunk 3/8" in failed.error and "crashed" in failed.error, (
         failed.error
     )
     assert outcomes["json"].error is None

@@ -58,5 +58,8 @@ class SessionLibrary:
             shutil.copy(TRACE, path.decode())
         return result
 
+    def IketProfilingSessionClearTraceData(self, handle) -> int:
+        return self._result("ClearTraceData")
+
     def IketProfilingSessionDestroy(self, handle) -> int:
         return self._result("Destroy")

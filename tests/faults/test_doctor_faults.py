@@ -195,3 +195,49 @@ def test_the_cached_table_on_a_terminal_spells_escapes_out(harness, gpu_env):
     harness.env = lambda extra=None: harness_env({**gpu_env, **(extra or {})})
     shown = _on_terminal(harness, ["doctor", "--gpu"])
     assert "(cached" in shown and not _dangerous(shown), repr(shown)
+
+
+DAEMON_LIBRARY = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+/* A session library whose load leaves a daemon holding the loader's pipes (its pid written to
+   $DAEMON_PID), and that says an escape sequence on stderr (what a terminal would act on). */
+__attribute__((constructor)) static void start_daemon(void) {
+    fprintf(stderr, "\x1b[2J\x1b[31mlibrary says hello\n");
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) { sleep(60); _exit(0); }
+    FILE *f = fopen(getenv("DAEMON_PID"), "w");
+    if (f) { fprintf(f, "%d", (int)pid); fclose(f); }
+}
+"""
+
+
+def test_a_session_library_that_leaves_a_daemon_does_not_hold_doctor_and_its_words_are_spelled(tmp_path):
+    """The probe used to wait for the daemon (kill, then an unbounded communicate: 129 s), and
+    printed the library's path and stderr raw."""
+    import shutil
+    import subprocess
+
+    from conftest import run_iket
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    source = tmp_path / "daemon.c"
+    source.write_text(DAEMON_LIBRARY)
+    library = tmp_path / "lib\x1b[31mdaemon.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    start = time.monotonic()
+    env = {"IKET_CLI_SESSION_LIBRARY": str(library), "DAEMON_PID": str(tmp_path / "daemon.pid")}
+    done = run_iket("doctor", cwd=tmp_path, env=env, timeout=100)
+    took = time.monotonic() - start
+    assert took < 30, f"doctor took {took:.0f} s"
+    (line,) = [line for line in done.stdout.splitlines() if "in-process session" in line]
+    assert "\x1b" not in done.stdout and "\\x1b[31m" in line, line
+    daemon = int((tmp_path / "daemon.pid").read_text())
+    time.sleep(0.5)
+    stat = Path(f"/proc/{daemon}/stat")
+    gone = not stat.exists() or stat.read_text().split()[2] == "Z"
+    assert gone, "the daemon left in the probe's group is stopped with it"

@@ -1,7 +1,7 @@
 """When run-iket's injection kills the workload (issue 32, item 2: "say what broke").
 
 run-iket 4.8.1 aborts a process that runs a half-precision cuBLAS GEMM (SIGABRT, with no
-Python error: see RUN_IKET_NOTES.md). On the CPU the real run-iket runs the workload in
+Python error: see docs/faults.md). On the CPU the real run-iket runs the workload in
 both passes (the double replays the GPU's output); a workload that aborts itself with
 ``os.abort()`` ends the way those do. The CLI must say that the tool failed, not the code,
 in the pass where it happened, and what to do.

@@ -168,3 +168,31 @@ def test_a_launch_whose_grid_id_is_not_a_number(harness, command):
     mutated(harness.work / "bad.trace.json", no_grid_id)
     result = harness.run(command[0], "bad.trace.json", *command[1:])
     harness.check(result, 2, "launch 0 has no gridId")
+
+
+def test_what_the_fourth_fuzz_battery_found_is_said_in_one_line(tmp_path):
+    """A grid id past int64 (``export``), a lone surrogate in a session trace (``postprocess``),
+    a raw manifest that is a FIFO (``postprocess``): each ended in a traceback or the time limit."""
+    import os
+
+    from conftest import run_iket
+
+    huge = tmp_path / "huge"
+    huge.mkdir()
+    text = (FIXTURES / "affine" / "iket_pid_0x204.trace.json").read_text()
+    (huge / "iket_pid_0x204.trace.json").write_text(text.replace('"gridId":', f'"gridId":{2**80},"x":', 1))
+    done = run_iket("export", huge, "-o", tmp_path / "out", "--format", "csv", cwd=tmp_path)
+    assert done.code == 2 and "is out of range" in done.stderr and "Traceback" not in done.stderr, done
+    surrogate = tmp_path / "surrogate"
+    surrogate.mkdir()
+    session = json.loads((FIXTURES / "session" / "plain.trace.json").read_text())
+    session["stringTable"][0] = "aff\udcffine"
+    (surrogate / "iket_pid_0x1.trace.json").write_text(json.dumps(session, indent=1))
+    done = run_iket("postprocess", surrogate, "--format", "all", cwd=tmp_path)
+    assert done.code == 0 and "Traceback" not in done.stderr, done
+    fifo = kept(tmp_path, "affine")
+    raw = next((fifo / "iket").glob("pid_*")) / "iket.data.json"
+    raw.unlink()
+    os.mkfifo(raw)
+    done = run_iket("postprocess", fifo, "--format", "json", cwd=tmp_path, timeout=30)
+    assert done.code == 1 and "Traceback" not in done.stderr, done

@@ -80,3 +80,100 @@ def test_a_second_window_in_a_kernel_is_refused_in_iket_words(tmp_path, library,
     assert "IKET_CLI_SESSION_AGAIN=1" in refused and "Traceback" not in refused
     assert "alive" in outputs(done[3])
     assert manifest.read(tmp_path / "one")["status"] == "ok" and not (tmp_path / "two").exists()
+
+
+def test_bad_lines_and_modules_are_one_line_errors_and_losses_are_said_once(tmp_path, library, monkeypatch):
+    """An unbalanced quote, a --function whose module raises at import, --calls without
+    --function, a budget of 0 or -1: each one line, no cell traceback; a lossy cell's table says
+    INCOMPLETE once (it said "INCOMPLETE: INCOMPLETE:")."""
+    (tmp_path / "badmod.py").write_text("raise RuntimeError('broken at import')\n")
+    for key, value in session_env(library, "budget1").items():
+        monkeypatch.setenv(key, value)
+    cells = [
+        "%load_ext iket_cli",
+        "%iket show 'c",
+        "%%iket -o a --function badmod:f\npass",
+        "%%iket -o b --calls 3\npass",
+        "%%iket -o c --max-ts-cnt-per-warp -1\npass",
+        "%%iket -o d --max-ts-cnt-per-warp 0\npass",
+        "%%iket -o lossy --context-buffer-size 64M\npass",
+        "print('alive')",
+    ]
+    done = run_notebook(tmp_path, cells).cells
+    said = [outputs(cell) for cell in done]
+    assert "iket: error: %iket show 'c: No closing quotation" in said[1]
+    assert "cannot import badmod: RuntimeError: broken at import" in said[2]
+    assert "--calls chooses calls of --function" in said[3]
+    assert "is not a budget of timestamps per warp" in said[4] and "is not a budget" in said[5]
+    assert all("Traceback" not in text for text in said), said
+    table = said[6].split("<pre>")[0]  # the text form (the HTML form repeats it)
+    assert "INCOMPLETE: INCOMPLETE" not in said[6] and table.count("recorded nothing") == 1, said[6]
+    assert manifest.read(tmp_path / "lossy")["window"]["context_buffer_size"] == 64 << 20
+    assert "alive" in said[7]
+
+
+def test_isolate_captures_a_self_contained_cell_again_and_a_crash_keeps_the_kernel(
+    tmp_path, library, monkeypatch
+):
+    """A later session killed its process (the stand-in: a second Start): the second in-kernel
+    window is refused, saying --isolate; ``%%iket --isolate`` runs the cell in a child, as
+    often as asked; a child that dies is one line, its evidence kept, the kernel alive."""
+    for key, value in session_env(library).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("IKET_CLI_SESSION_AGAIN")
+    monkeypatch.setenv("IKET_DOUBLE_CRASH", "second-start")
+    cells = [
+        "%load_ext iket_cli",
+        "%%iket -o one\npass",
+        "%%iket -o two\npass",
+        "%%iket --isolate -o two\nprint('in the child', flush=True)",
+        "%%iket --isolate -o again{n}\npass",
+        "%%iket --isolate -o crash\nimport os, signal\nos.kill(os.getpid(), signal.SIGSEGV)",
+        "%%iket --isolate -o raised\nraise ValueError('the model diverged')",
+        "print('alive')",
+    ]
+    done = run_notebook(tmp_path, cells).cells
+    said = [outputs(cell) for cell in done]
+    assert "a second window in this process was not opened" in said[2] and "--isolate" in said[2]
+    assert "in the child" in said[3] and "affine" in said[3], said[3]
+    assert manifest.read(tmp_path / "two")["status"] == "ok"
+    assert manifest.read(tmp_path / "again3")["status"] == "ok"  # {n}: the third window (one refused)
+    assert "the cell's own process (--isolate) died with SIGSEGV (signal 11)" in said[5], said[5]
+    assert manifest.read(tmp_path / "crash.failed")["status"] == "failed"
+    assert "ValueError" in said[6] and manifest.read(tmp_path / "raised.failed")["status"] == "failed"
+    assert "alive" in said[7]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], "nothing staged or locked"
+
+
+def test_the_example_notebook_stops_at_its_first_gpu_cell_with_a_readable_message(tmp_path, monkeypatch):
+    """On a machine without a GPU the example's first code cell says what it needs and where to
+    look, and no later cell runs (nbclient stops at the first error, as Jupyter's Run All does)."""
+    from conftest import ROOT
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here, whatever the machine has
+    notebook = nbformat.read(ROOT / "examples" / "notebook.ipynb", as_version=4)
+    assert all(cell.get("id") for cell in notebook.cells), "every cell has an id"
+    client = nbclient.NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(nbclient.exceptions.CellExecutionError) as stopped:
+        client.execute()
+    assert "This notebook needs an NVIDIA GPU (Hopper) and the IKET stack" in str(stopped.value)
+    ran = [cell for cell in notebook.cells if cell.cell_type == "code" and cell.get("execution_count")]
+    assert [cell.id for cell in ran] == ["setup"]
+
+
+def test_a_cell_that_makes_fewer_calls_than_asked_says_which_it_holds(tmp_path, library, monkeypatch):
+    """``%%iket --function F --calls 2-9`` on a cell that made 3 calls published "calls 2-9",
+    complete; now it holds calls 2-3, said as a loss (INCOMPLETE in the table and the manifest)."""
+    (tmp_path / "stepper.py").write_text("def step(i):\n    return i\n")
+    for key, value in session_env(library).items():
+        monkeypatch.setenv(key, value)
+    cells = [
+        "%load_ext iket_cli",
+        "import stepper",
+        "%%iket -o calls --function stepper:step --calls 2-9\nfor i in range(3):\n    stepper.step(i)",
+    ]
+    said = outputs(run_notebook(tmp_path, cells).cells[2])
+    record = manifest.read(tmp_path / "calls")
+    assert record["window"]["calls"] == [2, 3] and record["window"]["asked"] == [2, 9]
+    assert record["completeness"]["complete"] is False and "INCOMPLETE" in said, said
+    assert "the run made 3, so it holds calls 2-3 only" in said

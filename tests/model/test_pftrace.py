@@ -60,3 +60,12 @@ def test_the_h200_merged_timeline_of_two_ranks_and_a_capture():
     uuids = [d[pftrace.DESCRIPTOR_UUID][0] for d in descriptors]
     assert len(uuids) == len(set(uuids))
     assert set(event_uuids(merged)) <= set(uuids)
+
+
+def test_a_negative_value_is_ten_bytes_of_twos_complement_not_an_endless_loop():
+    """A damaged trace's negative timestamp hung ``iket postprocess`` (the fuzz battery found it)."""
+    from iket_cli.model.pftrace import encode_varint, read_varint
+
+    data = encode_varint(-1)
+    assert len(data) == 10 and read_varint(data, 0) == ((1 << 64) - 1, 10)
+    assert encode_varint(300) == b"\xac\x02"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from iket_cli.analysis import summary
-from iket_cli.errors import ManifestError
+from iket_cli.errors import ManifestError, UsageError
 from iket_cli.model import trace
 from iket_cli.model.reading import open_capture
 
@@ -113,8 +113,8 @@ def test_filters_and_grouping():
     assert step.durations.count == 3 * 16, "one CTA of four: 4 warps x 4 steps per launch"
     by_warp = summary.summarize_capture(open_capture(multi, kernel="copy"), by="warp")
     assert len(by_warp) == 8 and all(p["kernels"][0].ranges[0].durations.count == 2 for p in by_warp)
-    (none,) = summary.summarize_capture(open_capture(multi, range_name="nope"))
-    assert all(not k.ranges for k in none["kernels"])
+    with pytest.raises(UsageError, match="no range named 'nope'"):  # its marks alone are not a table
+        summary.summarize_capture(open_capture(multi, range_name="nope"))
 
 
 def test_show_formats(tmp_path):
@@ -186,3 +186,20 @@ def _shape(x: trace.Launch) -> tuple:
         list(x.markers.start),
         list(x.warps.end),
     )
+
+
+@pytest.mark.parametrize(("flag", "single"), [("1", True), ("true", True), ("0", False), ("{}", False),
+                                              ("[]", False), ('"1"', False), ("null", False)])  # fmt: skip
+def test_only_a_flag_of_one_is_a_single_cluster_in_both_readers(tmp_path, flag, single):
+    """A damaged ``singleClusterActive`` (``{}``) read as one cluster by the scan and as none by
+    the JSON path hid a launch's missing warps from the one and not the other."""
+    text = (FIXTURES / "affine" / "iket_pid_0x204.trace.json").read_text()
+    path = tmp_path / "iket_pid_0x1.trace.json"
+    path.write_text(text.replace('"singleClusterActive":0', f'"singleClusterActive":{flag}'))
+    general = trace._from_json(path)
+    assert [x.single_cluster for x in general.launches] == [single]
+    try:
+        scanned = trace._scan(path, path.read_bytes())
+    except ValueError:  # not the decoder's layout: trace.load reads it by the JSON path
+        scanned = trace.load(path)
+    assert [x.single_cluster for x in scanned.launches] == [single]

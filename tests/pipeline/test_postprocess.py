@@ -247,3 +247,50 @@ def test_cli_on_a_damaged_json_trace_alone_names_it_and_keeps_the_folder(tmp_pat
     assert done.code not in (0, 1) and "iket_pid_0x1.trace.json" in done.stderr, done
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 2
     assert sorted(p.name for p in folder.iterdir()) == ["iket_pid_0x1.trace.json"]
+
+
+def test_a_folder_of_lossy_json_traces_stays_incomplete_after_postprocess(tmp_path):
+    """Before: ``iket show`` said INCOMPLETE, and after ``iket postprocess`` (complete: null, no
+    losses in the new manifest) show, report and diff said nothing."""
+    folder = tmp_path / "json-only"
+    folder.mkdir()
+    shutil.copy(next((FIXTURES / "loss_budget").glob("iket_pid_*.trace.json")), folder)
+    assert "INCOMPLETE" in run_iket("show", folder, cwd=tmp_path).stderr
+    done = run_iket("postprocess", folder, cwd=tmp_path)
+    assert done.code == 0, done
+    record = manifest.read(folder)["completeness"]
+    assert record["complete"] is False and "trace" in record["checked"]
+    assert [(loss["cause"], loss["pid_hex"]) for loss in record["losses"]] == [("budget", "0x22d")]
+    shown = run_iket("show", folder, cwd=tmp_path)
+    assert "INCOMPLETE" in shown.stderr + shown.stdout, shown
+    gated = run_iket("diff", folder, folder, "--fail-over", "5%", cwd=tmp_path)
+    assert gated.code == 1 and "the gate cannot pass" in gated.stderr, gated
+
+
+def test_a_trace_name_on_a_fifo_or_a_device_is_refused_in_one_line_without_waiting(tmp_path):
+    """A FIFO (or a link to /dev/zero) named like a trace: said as what it is, never read."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "iket_pid_0x1.trace.json")
+    zero = tmp_path / "zero"
+    zero.mkdir()
+    (zero / "iket_pid_0x1.trace.json").symlink_to("/dev/zero")
+    for folder in (fifo, zero):
+        for fmt in ("json", "all"):
+            done = run_iket("postprocess", folder, "--format", fmt, cwd=tmp_path, timeout=30)
+            assert done.code == 2, done
+            assert "is not a regular file (a FIFO, a device or a link to one)" in done.stderr
+            assert "Traceback" not in done.stderr and not (folder / "manifest.json").exists()
+
+
+def test_a_damaged_json_trace_is_refused_not_published_as_ok(tmp_path):
+    """``postprocess --format json`` of garbage, an empty document or ``[]`` exited 0, status ok."""
+    for name, text in (("garbage", "not json"), ("empty", ""), ("array", "[]")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "iket_pid_0x1.trace.json").write_text(text)
+        done = run_iket("postprocess", folder, "--format", "json", cwd=tmp_path)
+        assert done.code == 2, done
+        assert "Traceback" not in done.stderr and not (folder / "manifest.json").exists(), done

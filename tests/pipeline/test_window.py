@@ -306,3 +306,81 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path, library):
     )
     assert done.stdout.splitlines() == ["unknown postprocess 'pdf' 2", "unknown log_level 'debug' 2"], done
     assert called == []
+
+
+def test_a_capture_that_appears_at_dir_during_the_block_is_kept_not_replaced(tmp_path, library):
+    """``clobber`` was decided at open only: a capture another run published at DIR while the
+    block ran was replaced at publish. Now it is kept, and the window's capture is evidence."""
+    done, _ = run_script(
+        tmp_path,
+        library,
+        f"""
+        import shutil
+        import iket_cli
+        from iket_cli.errors import IketError
+        try:
+            with iket_cli.window("out"):
+                shutil.copytree({str(FIXTURES / "affine")!r}, "out")
+        except IketError as error:
+            print("refused:", error.message)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused:" in done.stdout and "holds a capture now" in done.stdout, done.stdout
+    assert (tmp_path / "out" / "iket_pid_0x204.trace.json").is_file()  # the other run's, as it was
+    assert manifest.read(tmp_path / "out.failed")["status"] == "failed"
+    assert not [p for p in tmp_path.iterdir() if ".iket-staging-" in p.name]
+
+
+def test_each_window_of_a_process_is_a_capture_of_its_own_that_names_the_others(tmp_path, library):
+    """Three windows of one process (``{n}``): three captures, each with its number, the process
+    and the windows before it; ``iket diff`` of two of them says they are one process's."""
+    done, _ = run_script(
+        tmp_path,
+        library,
+        """
+        import iket_cli
+        step = iket_cli.window("step{n}")(lambda: None)
+        for _ in range(3):
+            step()
+        """,
+        IKET_CLI_SESSION_AGAIN="1",
+    )
+    assert done.returncode == 0, done.stderr
+    records = [manifest.read(tmp_path / f"step{n}") for n in (1, 2, 3)]
+    assert [r["window"]["number"] for r in records] == [1, 2, 3]
+    assert len({r["window"]["pid"] for r in records}) == 1
+    assert [w["number"] for w in records[2]["window"]["earlier"]] == [1, 2]
+    shown = run_iket("show", tmp_path / "step3", cwd=tmp_path)
+    assert "window 3 of process" in shown.stderr and "its earlier windows:" in shown.stderr, shown
+    compared = run_iket("diff", tmp_path / "step1", tmp_path / "step3", "--fail-over", "5%", cwd=tmp_path)
+    assert compared.code == 0, compared
+    assert "BASE and NEW are windows 1 and 3 of one process" in compared.stderr
+
+
+def test_the_stand_in_dies_as_the_gpu_did_once_a_module_loaded_inside_a_window(tmp_path, library):
+    """run-iket 4.8.1 on the H100: a later session died once a CUDA module had been loaded after
+    the first began. The stand-in (``start-after-load``) does the same, so the refusal and the
+    isolation are tested against a library that dies, not one that always lives."""
+    body = """
+        import ctypes, os, iket_cli
+        library = ctypes.CDLL(os.environ["IKET_CLI_SESSION_LIBRARY"])
+        with iket_cli.window("one"):
+            if os.environ.get("LOAD") == "1":
+                library.IketDoubleLoadModule()  # the kernel's module, loaded inside the window
+        print("first window ok", flush=True)
+        with iket_cli.window("two"):
+            pass
+        print("second window ok", flush=True)
+        """
+    crash = {"IKET_CLI_SESSION_AGAIN": "1", "IKET_DOUBLE_CRASH": "start-after-load"}
+    for name in "abc":
+        (tmp_path / name).mkdir()
+    lived, _ = run_script(tmp_path / "a", library, body, **crash, LOAD="0")
+    assert lived.returncode == 0 and "second window ok" in lived.stdout, lived.stderr
+    died, _ = run_script(tmp_path / "b", library, body, **crash, LOAD="1")
+    assert (
+        died.returncode == -11 and "first window ok" in died.stdout and "second window ok" not in died.stdout
+    )
+    refused, _ = run_script(tmp_path / "c", library, body, IKET_DOUBLE_CRASH="start-after-load", LOAD="1")
+    assert refused.returncode == 1 and "a second window in this process was not opened" in refused.stderr

@@ -247,3 +247,34 @@ def test_the_pipeline_panel_says_what_show_pipeline_says_and_edges_filter_the_ar
         assert page.errors == []
     finally:
         page.close()
+
+
+#: Records every text the report writes on its canvases (the time axis, the occupancy label).
+CANVAS_TEXTS = (
+    "window.__texts = []; const fill = CanvasRenderingContext2D.prototype.fillText;"
+    "CanvasRenderingContext2D.prototype.fillText = function (t, ...a) {"
+    " window.__texts.push(String(t)); return fill.call(this, t, ...a); };"
+)
+
+
+def test_the_axis_ticks_are_round_and_one_sms_occupancy_is_labelled_whole(browser, tmp_path, torch_warp):
+    """Ticks read ``50.00 µs`` and a one-SM occupancy canvas was two pixels high (its label
+    clipped), its note without a unit."""
+    for capture, name in ((torch_warp, "torch"), (FIXTURES / "affine", "affine")):
+        context = browser.new_context(offline=True, viewport={"width": 1400, "height": 1000})
+        try:
+            page = context.new_page()
+            page.add_init_script(CANVAS_TEXTS)
+            page.goto(report.write(capture, tmp_path / f"{name}.html").resolve().as_uri())
+            page.wait_for_selector("body[data-ready='1']", timeout=15000)
+            texts = page.evaluate("window.__texts")
+            ticks = [t for t in texts if t.endswith((" ns", " µs", " ms", " s"))]
+            assert ticks and not any(".00 " in t for t in ticks), ticks
+            if name == "torch":
+                assert any(t.endswith(" µs") for t in ticks), ticks
+                continue
+            assert "SM occupancy (1 SM)" in texts
+            assert page.locator("canvas.occupancy").bounding_box()["height"] >= 12
+            assert "warps on one SM" in page.locator("#timeline").inner_text()
+        finally:
+            context.close()

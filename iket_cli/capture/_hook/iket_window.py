@@ -17,6 +17,7 @@ that holds the ``iket_cli`` package is in the spec.
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,7 +28,9 @@ from iket_saved import write_json
 
 
 class Windower:
-    """Counts FUNC's calls (``--window``) and holds the session around the chosen ones."""
+    """Counts FUNC's calls (``--window``) and holds the session around the chosen ones. FUNC may
+    be called from several threads: the claim, the count and the session's opening and closing
+    are one step each (a lock), so no call is lost and the window opens and closes once."""
 
     def __init__(self, spec):
         self.spec = spec
@@ -35,42 +38,63 @@ class Windower:
         self.seen = 0
         self.owner = None
         self.session = None
+        self.started = time.monotonic()
+        self.lock = threading.RLock()
         self.state = {"pid": os.getpid(), "function": spec.get("function"), "seen": 0, "open": None,
                       "closed": None, "trace": None, "window_s": None, "error": None}  # fmt: skip
 
     def call(self, func, args, kwargs):
-        if self.owner is None:
-            self.owner = _claim(self.spec)
-        if not self.owner:
+        with self.lock:
+            if self.owner is None:
+                self.owner = _claim(self.spec)
+            number = self._count() if self.owner else None
+        if number is None:
             return func(*args, **kwargs)
-        self.seen += 1
-        number = self.seen
-        self.state["seen"] = number
-        if self.calls and number == self.calls[0]:
-            self.open(number)
         failed = True
         try:
             result = func(*args, **kwargs)
             failed = False
             return result
         finally:
-            if self.session is not None and (number == self.calls[-1] or failed):
-                self.close(number, failed)
-                if not failed and self.spec.get("stop", True):
-                    _stop()
+            self._after(number, failed)
+
+    def _count(self):
+        """This call's number; the window opened where it is the first chosen one."""
+        self.seen += 1
+        self.state["seen"] = self.seen
+        if self.calls and self.seen == self.calls[0]:
+            self.open(self.seen)
+        return self.seen
+
+    def _after(self, number, failed):
+        """After call ``number``: the window closed where it was the last chosen one (or a chosen
+        one raised); the run ended once the window is saved, unless asked to go on."""
+        with self.lock:
+            inside = bool(self.calls) and self.calls[0] <= number <= self.calls[-1]
+            if self.session is None or not inside or not (number == self.calls[-1] or failed):
+                return
+            self.close(number, failed)
+        if not failed and self.spec.get("stop", True):
+            _stop()
 
     def open(self, number):
         from iket_cli.capture import inprocess, session
 
         inprocess.synchronize()
         try:
+            from iket_cli.model import runiket_facts
+
             lib = session.load(Path(self.spec["library"]))
-            self.session = session.Session(lib, session.Settings(**self.spec["settings"])).start()
+            given = dict(self.spec["settings"])
+            given["cluster"] = tuple(given["cluster"]) if given.get("cluster") else None
+            settings = session.Settings(**given)
+            design = runiket_facts.installed().design
+            self.session = session.Session(lib, settings, design=design, key=self.spec["library"]).start()
         except Exception as error:  # no library, or it refused: the CLI says so, the run ends here
             self.refused(error)
+        self.started = time.monotonic()
         self.state["open"] = number
         self.write()
-        self.started = time.monotonic()
 
     def refused(self, error):
         self.state["refused"] = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
@@ -90,31 +114,41 @@ class Windower:
                 self._save(trace, number, failed)
 
     def _save(self, trace, number, failed):
-        """Stop, save, destroy; what happened written to the folder's state."""
+        """Stop, save, close; what happened written to the folder's state. A refused Stop or
+        SaveTrace ends the run (the CLI says so); a refused close after the trace was saved is
+        said in the state and the run goes on: the user's code never sees the session's error."""
+        session, self.session = self.session, None
+        failure = None
         try:
-            self.session.stop()
-            self.session.save(trace)
+            session.stop()
+            session.save(trace)
             self.state["trace"] = os.path.basename(trace)
         except Exception as error:
-            self.session.close()
-            self.session = None
-            self.refused(error)
-        finally:
-            if self.session is not None:
-                self.session.close()
-            self.session = None
-            self.state["closed"] = number
-            self.state["error"] = "the call raised" if failed else None
-            self.write()
+            failure = error
+        try:
+            session.close()
+        except Exception as error:
+            self.state["closing"] = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        self.state["closed"] = number
+        self.state["error"] = "the call raised" if failed else None
+        if failure is not None:
+            self.refused(failure)
+        self.write()
 
     def write(self):
-        write_json(os.path.join(self.spec["dir"], STATE), self.state)
+        """The window's state in its folder; where it cannot be written (a full disk), said on
+        stderr for the run's log, and the run goes on (the CLI judges the folder's disk)."""
+        try:
+            write_json(os.path.join(self.spec["dir"], STATE), self.state)
+        except OSError as error:
+            sys.stderr.write(f"iket: the window's state could not be written: {error}\n")
 
     def at_exit(self):
-        if self.session is not None:  # --one-pass: the whole process was the window
-            self.close(self.seen)
-        elif self.owner:
-            self.write()
+        with self.lock:
+            if self.session is not None:  # --one-pass, or a window its run ended inside
+                self.close(self.seen)
+            elif self.owner:
+                self.write()
 
 
 def install():

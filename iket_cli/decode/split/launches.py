@@ -76,7 +76,7 @@ def plan(raw: Path, chunk_bytes: int | None = None) -> Plan:
     """Read ``raw`` once and plan its launches (with ``chunk_bytes``, a launch whose raw data
     exceeds it in chunks of CTAs)."""
     try:
-        data = jsonio.parse(raw.read_bytes())
+        data = jsonio.read(raw)  # a regular file alone: a FIFO named so would hold the reader forever
     except OSError as error:
         return Plan(raw, None, error=f"{raw} cannot be read ({error.strerror or error})")
     except ValueError as error:
