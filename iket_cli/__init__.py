@@ -12,8 +12,9 @@ The Python API::
     iket_cli.report.write("iket-affine", "report.html")
 
 Attributes are imported on first use, so ``import iket_cli`` stays cheap. The package is
-laid out by stage (README.md, "How the code is laid out"): ``model`` ← ``capture`` ←
-``decode`` ← ``analysis`` ← ``render`` ← ``pipeline`` ← ``cli``.
+laid out by stage, each importing only from those below it (README.md, "How the code is laid
+out"; ``tests/test_layout.py`` checks it): ``errors`` ← ``model`` ← ``system`` ← {``capture``,
+``decode``, ``analysis``} ← ``render`` ← ``pipeline`` ← {``cli``, ``hosts``}.
 """
 
 from __future__ import annotations

@@ -104,7 +104,6 @@ def session_env(library: Path, trace: str) -> dict[str, str]:
     return {
         "IKET_CLI_SESSION_LIBRARY": str(library),
         "IKET_DOUBLE_TRACE": str(FIXTURES / "session" / f"{trace}.trace.json"),
-        "IKET_CLI_SESSION_AGAIN": "1",
     }
 
 

@@ -45,7 +45,7 @@ if [[ $parts == *" big "* ]]; then  # the 4.9M-event kernel in a window at the b
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('ranges', sum(len(l['ranges']) for l in d['launches']), 'marks', sum(len(l['markers']) for l in d['launches']), '(two passes: 2,437,776 and 2,433,024)')" "$(ls "$w"/big/iket_pid_*.trace.json | head -1)"
 fi
 if [[ $parts == *" outrun "* ]]; then  # issue 63: a --calls range the run outruns is INCOMPLETE
-  timeout 200 python3 -m iket_cli profile examples/model_step.py --window model_step:affine --calls 3-99 --no-stop-after \
+  timeout 200 python3 -m iket_cli profile examples/model_step.py --window model_tirx_kernel:affine --calls 3-99 --no-stop-after \
     -o "$w/outrun" --clobber 2> "$w/outrun.err"; echo "outrun: exit $?"; grep -E "INCOMPLETE|holds calls" "$w/outrun.err" | head -3
 fi
 tar cJf "$out/issue62-checks.tar.xz" -C "$w" --exclude='*.pftrace*' --exclude='*.html' --exclude='*.trace.json' \

@@ -96,7 +96,7 @@ def two_pass(out: Path) -> dict[str, Path]:
     made = {}
     jobs = {
         "seed": ["examples/profile_affine.py:workload"],
-        "model3": ["examples/model_step.py", "--extract", "model_step:affine", "--calls", "3"],
+        "model3": ["examples/model_step.py", "--extract", "model_tirx_kernel:affine", "--calls", "3"],
     }
     for name, target in jobs.items():
         folder = out / f"twopass-{name}"

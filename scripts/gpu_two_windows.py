@@ -134,9 +134,6 @@ def child(variant: str, out: Path) -> None:
                 print(f"{variant}: {variant} done", flush=True)
         return
     if variant.startswith("warm"):
-        import os
-
-        os.environ["IKET_CLI_SESSION_AGAIN"] = "1"
         profile_affine.workload()
         if variant == "warm-model":
             import model_step

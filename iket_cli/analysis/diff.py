@@ -83,7 +83,7 @@ def by_repeat(opened: Opened) -> ByRepeat:
         for kernel, span in launches.spans(loaded):
             into[_apart((kernel, launches.SPAN_ROW), named)].append(span)
         dags = dags_for(path)
-        if dags:  # a pipelined kernel: each stage's period, gated like a range (issue 33)
+        if dags:  # a pipelined kernel: each stage's period, gated like a range
             for key, gaps in stages.period_gaps(loaded, dags, None).items():
                 into[_apart(key, named)] += gaps
     return found

@@ -1,4 +1,4 @@
-"""What lets a process's own kernels be traced by an in-process session (issue 52).
+"""What lets a process's own kernels be traced by an in-process session.
 
 run-iket prepares the workload's environment before it runs; a window opened inside the
 user's process (``iket_cli.window``) must do the same for the kernels that process builds:

@@ -1,4 +1,4 @@
-"""The in-process IKET session: a ctypes binding of run-iket's stable C ABI (issue 52, item 1).
+"""The in-process IKET session: a ctypes binding of run-iket's stable C ABI.
 
 run-iket 4.8 ships ``iket/include/iket/iket_profiling_session.h`` (ABI 1.0), exported by
 ``iket/profiler/libiket_injection.so`` beside the installed run-iket: a session patches the
@@ -110,10 +110,12 @@ def check_budget(max_ts: int | None, asked_as: str, env: Mapping[str, str] | Non
     said = f"{asked_as}{max_ts}" if asked_as.endswith("=") else f"{asked_as} {max_ts}"
     raise UsageError(
         f"{said} in an in-process session: run-iket {facts.release}'s session kills its process "
-        f"with more than {facts.safe_max_ts} timestamps a warp",
+        f"with more than {facts.safe_max_ts} timestamps a warp unless its device buffer is sized to "
+        "the kernel's warps",
         hint="capture kernels that emit more with the two passes (iket profile without --one-pass or "
-        "--window; --extract for one call), whose tracker pass sizes the budget; "
-        f"{UNSAFE_BUDGET_ENV}=1 tries anyway, at the process's risk",
+        "--window; --extract for one call), whose tracker pass sizes the budget and the buffer; "
+        f"{UNSAFE_BUDGET_ENV}=1 with a --context-buffer-size of launches x warps x (8 x budget + 64) "
+        "bytes tries anyway, at the process's risk",
     )
 
 
@@ -149,6 +151,28 @@ def buffer_of(value: Any, asked_as: str) -> int | None:
             hint="a number of bytes, or with k, M or G: e.g. 512M",
         )
     return value
+
+
+def settings_for(
+    max_ts_cnt_per_warp: Any = None,
+    context_buffer_size: Any = None,
+    log_level: str = "info",
+    *,
+    warp_trace: bool = False,
+    enabled_cluster: str | tuple[int, int, int] | None = None,
+    spelled: str = "{}=",
+) -> Settings:
+    """The one mapping from what a capture asks of a session (the CLI's options, the API's,
+    ``%%iket``'s and a pytest mark's arguments) to its :class:`Settings`, each value checked;
+    ``spelled`` names an option as the caller's user wrote it (``--{}`` for the CLI)."""
+    budget = budget_of(max_ts_cnt_per_warp, spelled.format("max_ts_cnt_per_warp"))
+    buffer = buffer_of(context_buffer_size, spelled.format("context_buffer_size"))
+    if log_level not in LOG_LEVELS:
+        raise UsageError(f"unknown log_level {log_level!r}", hint=", ".join(LOG_LEVELS))
+    cluster = enabled_cluster
+    if isinstance(cluster, str):
+        cluster = tuple(int(part) for part in cluster.split(","))  # type: ignore[assignment]
+    return Settings(budget, buffer, log_level, warp_trace, cluster=cluster)  # type: ignore[arg-type]
 
 
 #: The session library to load instead of run-iket's (a stand-in in the tests, a build of one's own).
@@ -303,10 +327,7 @@ class Session:
         cleared for the next window (kept). The process may open another window."""
         try:
             if self.handle.value and self.design == KEPT:
-                if self.running:
-                    self.running = False
-                    self._call("Stop", self.handle)
-                self._call("ClearTraceData", self.handle)
+                self._clear()
             elif self.handle.value:
                 self.running = False
                 self._call("Destroy", self.handle)
@@ -315,6 +336,19 @@ class Session:
             with Session._lock:
                 if Session._active is self:
                     Session._active = None
+
+    def _clear(self) -> None:
+        """Stop a kept session where running and clear its trace data; one that refuses is
+        forgotten and destroyed, so that the next window starts a new one, not this window's data."""
+        try:
+            if self.running:
+                self.running = False
+                self._call("Stop", self.handle)
+            self._call("ClearTraceData", self.handle)
+        except SessionError:
+            _kept.pop(self.key, None)
+            self.lib.IketProfilingSessionDestroy(self.handle)
+            raise
 
     def _call(self, name: str, *args: Any) -> None:
         result = getattr(self.lib, f"IketProfilingSession{name}")(*args)

@@ -92,6 +92,8 @@ def cli() -> None:
     iket merge OUT CAPTURE...         one capture from several (one per node)
     iket report DIR                   one offline HTML file: metadata, tables, timeline
     iket lint DIR                     instrumentation problems (cached kernels, names, resolution)
+    iket export DIR -o TABLES         the capture's tables as Parquet (or --format csv) files
+    iket sql DIR "SELECT ..."         query the capture's tables with SQL (DuckDB)
     iket doctor                       can this machine capture? what is missing?
 
     Exit codes: 0 ok, 1 the workload or capture failed, 2 usage or refused output

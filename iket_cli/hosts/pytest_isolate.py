@@ -30,16 +30,12 @@ PASSED_ON = ("iket", "iket_all", "iket_baseline", "iket_fail_over")
 def wanted(asked: bool, windows: int) -> bool:
     """Whether a test that opens a window runs in a child: where asked, or where the run opens
     more than one window and a later window kills its process with the installed run-iket
-    (:mod:`~iket_cli.model.runiket_facts`), unless ``IKET_CLI_SESSION_AGAIN=1`` takes that risk."""
-    import os
-
+    (:mod:`~iket_cli.model.runiket_facts`; ``IKET_CLI_SESSION_WINDOWS=1`` says so of a machine)."""
     from ..model import runiket_facts
-    from ..pipeline.window import AGAIN_ENV
 
     if asked:
         return True
-    risky = runiket_facts.installed().more_windows_risky() and os.environ.get(AGAIN_ENV) != "1"
-    return windows > 1 and risky
+    return windows > 1 and runiket_facts.installed().more_windows_risky()
 
 
 def run(item: pytest.Item) -> None:

@@ -8,7 +8,11 @@ doctor and the messages read it here; no other module states a run-iket release.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from ..errors import UsageError
 
 #: A window's use of the C ABI: a new session for each window (Create .. Destroy), or one
 #: session kept for the life of the process (Start, Stop, SaveTrace, ClearTraceData per window).
@@ -38,14 +42,13 @@ class SessionFacts:
         return self.windows_per_process is not None
 
 
-#: run-iket 4.8.1, on an H100 (driver 580.159.04): above 256 timestamps a warp the process died
-#: (512: SIGSEGV; 2048: SIGABRT "free(): invalid next size"); a second session died (SIGSEGV at
-#: its Start) once a CUDA module had been loaded after the first began. A kept session was
-#: measured once only (it lived 3 of 3 with every kernel loaded first): not yet the design.
+#: run-iket 4.8.1 (H100, driver 580.159.04; docs/capture.md, "What NVIDIA's session survives"):
+#: twelve windows in one process lived with every design of the C calls, CUDA modules loaded
+#: before, between and inside windows; one kept handle is the design (one Create a process).
+#: Above 256 timestamps a warp, a kernel that fills the budget killed its process unless the
+#: device buffer was sized to its warps, so a window stays at 256 unless told otherwise.
 RELEASES = {
-    "4.8": SessionFacts(
-        release="4.8.1", abi_major=1, safe_max_ts=256, windows_per_process=1, design=PER_WINDOW
-    ),
+    "4.8": SessionFacts(release="4.8.1", abi_major=1, safe_max_ts=256, windows_per_process=None, design=KEPT),
 }
 #: What an unknown later release is taken to do until measured: the newest facts known.
 LATEST = RELEASES["4.8"]
@@ -60,12 +63,35 @@ def facts_for(version: str | None) -> SessionFacts:
     return LATEST
 
 
-def installed() -> SessionFacts:
-    """The facts of the run-iket installed beside this Python (its libs-base distribution)."""
+#: A machine whose session behaves otherwise than measured: windows one process may open
+#: (``1``: pytest --iket runs each window test in a child, %%iket refuses a second window).
+WINDOWS_ENV = "IKET_CLI_SESSION_WINDOWS"
+#: ... and the design of the C calls (``per-window``: a new session each window).
+DESIGN_ENV = "IKET_CLI_SESSION_DESIGN"
+
+
+def installed(env: Mapping[str, str] | None = None) -> SessionFacts:
+    """The facts of the run-iket installed beside this Python (its libs-base distribution),
+    with what :data:`WINDOWS_ENV` and :data:`DESIGN_ENV` say of this machine."""
     from importlib import metadata
 
     try:
         version = metadata.version("nvidia-cutlass-dsl-libs-base")
     except metadata.PackageNotFoundError:
         version = None
-    return facts_for(version)
+    return overridden(facts_for(version), os.environ if env is None else env)
+
+
+def overridden(facts: SessionFacts, env: Mapping[str, str]) -> SessionFacts:
+    """``facts`` with the windows a process and the design ``env`` gives, checked."""
+    windows, design = env.get(WINDOWS_ENV, "").strip(), env.get(DESIGN_ENV, "").strip()
+    if windows:
+        if not (windows == "any" or (windows.isascii() and windows.isdigit() and int(windows) >= 1)):
+            raise UsageError(f"{WINDOWS_ENV}={windows!r} is not a number of windows",
+                             hint="a whole number from 1, or 'any'")  # fmt: skip
+        facts = replace(facts, windows_per_process=None if windows == "any" else int(windows))
+    if design:
+        if design not in (KEPT, PER_WINDOW):
+            raise UsageError(f"{DESIGN_ENV}={design!r} is not a design", hint=f"{KEPT} or {PER_WINDOW}")
+        facts = replace(facts, design=design)
+    return facts

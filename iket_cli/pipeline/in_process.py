@@ -18,7 +18,6 @@ from ..capture.plan import Plan
 from ..model import injection_log
 from ..model import trace as trace_mod
 from ..model.completeness import Completeness
-from ..model.units import parse_size
 from ..model.vocab import WINDOW_DIR
 from ..system.runner import Line
 from .attempt import Attempt, Facts
@@ -28,14 +27,13 @@ def settings(plan: Plan) -> session.Settings:
     """The session's options: ``--max-ts-cnt-per-warp`` and ``--context-buffer-size`` where
     given, else the library's defaults (256 timestamps a warp, a 512 MiB buffer)."""
     opts = plan.options
-    buffer = opts.context_buffer_size
-    cluster = tuple(int(part) for part in opts.enabled_cluster.split(",")) if opts.enabled_cluster else None
-    return session.Settings(
-        max_ts_per_warp=opts.max_ts_cnt_per_warp,
-        device_buffer_size=None if buffer is None else parse_size(buffer),
-        log_level=opts.log_level or runiket.DEFAULT_LOG_LEVEL,
-        warp_lifetime_only=opts.warp_trace,
-        cluster=cluster,  # type: ignore[arg-type]
+    return session.settings_for(
+        opts.max_ts_cnt_per_warp,
+        opts.context_buffer_size,
+        opts.log_level or runiket.DEFAULT_LOG_LEVEL,
+        warp_trace=opts.warp_trace,
+        enabled_cluster=opts.enabled_cluster,
+        spelled="--{}",
     )
 
 

@@ -11,11 +11,11 @@ capture's ``iket.log``, not to the terminal or the notebook.
 Several windows in one process are several captures, one after another (the library allows
 one session at a time): each needs a folder of its own, or ``clobber=True``; ``{n}`` in DIR
 is replaced by the window's number in this process (``"iket-step{n}"``). As a decorator,
-each call of the function is a window. Where the installed run-iket's session kills its process
-in a later window (:mod:`iket_cli.model.runiket_facts`), a later window is refused before it
-opens, saying how to capture it (a process of its own a window: ``pytest --iket`` does so by
-itself, ``%%iket --isolate``, ``iket profile --window``); :data:`AGAIN_ENV` opens it anyway,
-at the process's risk.
+each call of the function is a window. Where the session kills its process in a later window
+(:mod:`iket_cli.model.runiket_facts`: not run-iket 4.8.1's; ``IKET_CLI_SESSION_WINDOWS=1`` says
+so of a machine), a later window is refused before it opens, saying how to capture it (a
+process of its own a window: ``pytest --iket`` does so by itself, ``%%iket --isolate``,
+``iket profile --window``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ..capture import session as session_mod
 from ..capture.staging import Staging, remove_stale
 from ..errors import CaptureError, IketError, SessionError, UsageError
 from ..model import runiket_facts
-from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES, formats_for
+from ..model.vocab import POSTPROCESS_CHOICES, formats_for
 from ..system import fdsplit, filesystem
 from .capture import Capture
 from .window_finish import Closed, evidence, finished
@@ -46,9 +46,6 @@ from .window_finish import Closed, evidence, finished
 DEFAULT_DIR = "iket-window"
 #: Windows opened in this process so far (``{n}`` in DIR).
 _numbers = itertools.count(1)
-#: ``1``: open windows after the first in this process where the installed run-iket's session
-#: was seen to kill its process in a later one (:mod:`iket_cli.model.runiket_facts`), at its risk.
-AGAIN_ENV = "IKET_CLI_SESSION_AGAIN"
 #: Where the first window of this process whose session started was opened (empty: none yet).
 _started: list[str] = []
 #: This process's published windows, in order: ``{"number", "folder"}`` (each manifest lists the
@@ -78,17 +75,11 @@ class Window:
             raise UsageError(
                 f"unknown postprocess {postprocess!r}", hint=f"use one of {', '.join(POSTPROCESS_CHOICES)}"
             )
-        if log_level not in LOG_LEVELS:
-            raise UsageError(f"unknown log_level {log_level!r}", hint=", ".join(LOG_LEVELS))
-        budget = session_mod.budget_of(max_ts_cnt_per_warp, "max_ts_cnt_per_warp=")
-        buffer = session_mod.buffer_of(context_buffer_size, "context_buffer_size=")
-        session_mod.check_budget(budget, "max_ts_cnt_per_warp=")
+        self.settings = session_mod.settings_for(max_ts_cnt_per_warp, context_buffer_size, log_level)
+        session_mod.check_budget(self.settings.max_ts_per_warp, "max_ts_cnt_per_warp=")
         self.output_dir = str(output_dir)
         self.clobber = clobber
         self.formats = formats_for(postprocess)
-        self.settings = session_mod.Settings(
-            max_ts_per_warp=budget, device_buffer_size=buffer, log_level=log_level
-        )
         self.library = library
         #: What the manifest calls the place the window was opened (default: its file:line).
         self.where = where
@@ -143,10 +134,11 @@ def numbered(output_dir: str) -> str:
 
 def opening_refused() -> SessionError | None:
     """Why a window may not open now (None: it may): a later window of this process where the
-    installed run-iket's session killed its process in one (unless :data:`AGAIN_ENV` says 1)."""
+    installed run-iket's session (or this machine's, ``IKET_CLI_SESSION_WINDOWS``) kills its process
+    in one."""
     facts = runiket_facts.installed()
     allowed = facts.windows_per_process
-    if allowed is None or len(_started) < allowed or os.environ.get(AGAIN_ENV) == "1":
+    if allowed is None or len(_started) < allowed:
         return None
     return SessionError(
         f"a second window in this process was not opened (the first: {_started[0]}): run-iket "
@@ -154,7 +146,7 @@ def opening_refused() -> SessionError | None:
         call="Start",
         hint="capture each window in a process of its own: pytest --iket does so by itself, "
         "%%iket --isolate for a self-contained cell, a restarted kernel, or iket profile --window; "
-        f"{AGAIN_ENV}=1 opens it anyway, at the risk of this process",
+        f"{runiket_facts.WINDOWS_ENV}=any opens it anyway, at the risk of this process",
     )
 
 

@@ -1,6 +1,6 @@
 """A Perfetto trace from the trace JSON alone, laid out as NVIDIA's decoder lays out its own.
 
-An in-process window (issue 52) leaves a trace JSON and no raw capture, so NVIDIA's export
+An in-process window leaves a trace JSON and no raw capture, so NVIDIA's export
 (``RawCaptureDecoder.export_perfetto_trace``) has nothing to read. This writes the same
 trace from the JSON: the same tracks by their path of names, the same slices and instants at
 the same times, with the same names and payload annotations (checked against run-iket's

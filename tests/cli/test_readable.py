@@ -221,6 +221,17 @@ def test_run_options_have_help(tmp_path):
     assert "--timeout SECONDS Kill a job's whole process tree" in text
 
 
+def test_help_names_every_command_in_its_summary_and_its_list(tmp_path):
+    from iket_cli.cli import COMMANDS
+
+    result = run_iket("--help", cwd=tmp_path)
+    assert result.code == 0, result
+    summary, listing = result.stdout.split("Commands:")
+    for name in COMMANDS:
+        assert f"iket {name} " in summary, f"{name} missing from the usage summary"
+        assert f"  {name} " in listing, f"{name} missing from the command list"
+
+
 def test_the_terminal_timeline_draws_warps_of_a_warp_trace(tmp_path):
     result = run_iket("show", FIXTURES / "warp_multi", "--timeline", "--width", "60", cwd=tmp_path)
     assert result.code == 0, result

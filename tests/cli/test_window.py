@@ -183,7 +183,11 @@ def test_ctrl_c_inside_the_window_stops_the_session_and_keeps_its_trace(work, li
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     called = [line.split()[0] for line in (work / "calls.txt").read_text().splitlines()]
-    assert called[-3:] == ["Stop", "SaveTrace", "Destroy"]  # the session stopped: patched kernels restored
+    assert called[-3:] == [
+        "Stop",
+        "SaveTrace",
+        "ClearTraceData",
+    ]  # the session stopped: patched kernels restored
     assert manifest.read(work / "out.failed")["status"] == "interrupted"
     assert list((work / "out.failed" / "window").glob("iket_pid_*.trace.json"))
 
@@ -247,7 +251,8 @@ def test_a_budget_the_session_dies_of_is_refused_before_the_workload_runs(work, 
         said = [line for line in done.stderr.splitlines() if line.startswith("iket: error:")]
         assert said == [
             "iket: error: --max-ts-cnt-per-warp 512 in an in-process session: run-iket 4.8.1's session "
-            "kills its process with more than 256 timestamps a warp"
+            "kills its process with more than 256 timestamps a warp unless its device buffer is sized to the "
+            "kernel's warps"
         ], done.stderr
         assert "two passes" in done.stderr and "IKET_CLI_SESSION_BUDGET_UNSAFE=1" in done.stderr
         assert (

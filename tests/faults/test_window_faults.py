@@ -35,7 +35,6 @@ def api(tmp_path, library, body, **env):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(body))
     full = {**os.environ, **session_env(library), "PYTHONPATH": str(ROOT)}
-    full.pop("IKET_CLI_SESSION_AGAIN", None)  # one window a process, as run-iket 4.8.1 allows
     full.update(env)
     return subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=full, capture_output=True, text=True
@@ -66,12 +65,13 @@ def test_threads_calling_func_never_lose_the_window(tmp_path, library):
 
 
 def test_a_refused_close_after_the_trace_was_saved_never_reaches_the_workload(tmp_path, library):
-    """Destroy refused in the --window hook raised iket's SessionError inside the user's code."""
+    """A kept session that refuses to clear (or a new one to be destroyed) in the --window hook raised
+    iket's SessionError inside the user's code."""
     (tmp_path / "stepper.py").write_text(STEPPER)
     (tmp_path / "work.py").write_text(
         "from stepper import step\nfor i in range(3):\n    step(i)\nprint('done')\n"
     )
-    env = {**session_env(library), "IKET_DOUBLE_FAIL": "Destroy=5"}
+    env = {**session_env(library), "IKET_DOUBLE_FAIL": "ClearTraceData=5"}
     done = run_iket(
         "profile",
         "work.py",
@@ -167,7 +167,6 @@ def test_a_window_nested_in_one_into_the_same_folder_names_this_process(tmp_path
             except IketError as error:
                 print("said:", error.message)
         """,
-        IKET_CLI_SESSION_AGAIN="1",
     )
     assert "said: this process is already using" in done.stdout, done.stdout + done.stderr
     assert "another iket command" not in done.stdout

@@ -68,16 +68,16 @@ def test_a_notebook_captures_cells_and_shows_them(tmp_path, library, monkeypatch
 
 
 def test_a_second_window_in_a_kernel_is_refused_in_iket_words(tmp_path, library, monkeypatch):
-    """Without IKET_CLI_SESSION_AGAIN the second %%iket cell is refused (GPU: a later session
-    can kill the kernel): one line saying why and what to do, no traceback; the kernel lives."""
+    """Where a later session kills the kernel (``IKET_CLI_SESSION_WINDOWS=1``) the second %%iket
+    cell is refused: one line saying why and what to do, no traceback; the kernel lives."""
     for key, value in session_env(library).items():
         monkeypatch.setenv(key, value)
-    monkeypatch.delenv("IKET_CLI_SESSION_AGAIN")
+    monkeypatch.setenv("IKET_CLI_SESSION_WINDOWS", "1")
     cells = ["%load_ext iket_cli", "%%iket -o one\npass", "%%iket -o two\npass", "print('alive')"]
     done = run_notebook(tmp_path, cells).cells
     refused = outputs(done[2])
     assert "iket: error: a second window in this process was not opened" in refused, refused
-    assert "IKET_CLI_SESSION_AGAIN=1" in refused and "Traceback" not in refused
+    assert "IKET_CLI_SESSION_WINDOWS=any" in refused and "Traceback" not in refused
     assert "alive" in outputs(done[3])
     assert manifest.read(tmp_path / "one")["status"] == "ok" and not (tmp_path / "two").exists()
 
@@ -120,7 +120,7 @@ def test_isolate_captures_a_self_contained_cell_again_and_a_crash_keeps_the_kern
     often as asked; a child that dies is one line, its evidence kept, the kernel alive."""
     for key, value in session_env(library).items():
         monkeypatch.setenv(key, value)
-    monkeypatch.delenv("IKET_CLI_SESSION_AGAIN")
+    monkeypatch.setenv("IKET_CLI_SESSION_WINDOWS", "1")
     monkeypatch.setenv("IKET_DOUBLE_CRASH", "second-start")
     cells = [
         "%load_ext iket_cli",

@@ -126,10 +126,10 @@ def test_off_unless_asked_and_iket_cli_never_imported(pytester):
 
 
 def test_several_windows_each_run_in_a_process_of_their_own(run, pytester, monkeypatch):
-    """run-iket 4.8.1's session killed its process in a later window (the stand-in does so on a
-    second Start): every marked test is captured, each in a child of its own, its gates decided
-    and its JUnit properties in the report; nothing is left staged."""
-    monkeypatch.delenv("IKET_CLI_SESSION_AGAIN")
+    """A machine where a later window killed the process (``IKET_CLI_SESSION_WINDOWS=1``; the
+    stand-in dies on a second Start): every marked test is captured, each in a child of its own,
+    its gates decided and its JUnit properties in the report; nothing is left staged."""
+    monkeypatch.setenv("IKET_CLI_SESSION_WINDOWS", "1")
     monkeypatch.setenv("IKET_DOUBLE_CRASH", "second-start")
     result = run(
         "-k", "plain or gate_passes or gate_fails or unmarked", "--iket", "caps", "--junitxml", "j.xml"
@@ -149,11 +149,20 @@ def test_several_windows_each_run_in_a_process_of_their_own(run, pytester, monke
     assert not list((pytester.path / "caps").glob(".*iket-staging*"))
 
 
-@pytest.mark.parametrize("crash", ["second-start", "start-after-destroy"])
-def test_in_one_process_a_later_window_kills_the_run_as_on_the_gpu(run, monkeypatch, crash):
-    """The stand-in dies as NVIDIA's library did (SIGSEGV at a later session's Start): what the
-    children spare the run."""
-    monkeypatch.setenv("IKET_DOUBLE_CRASH", crash)  # IKET_CLI_SESSION_AGAIN=1: in-process
+def test_every_window_test_runs_in_the_runs_own_process_by_default(run, pytester):
+    """run-iket 4.8.1's session lives many windows a process (one kept handle): no child."""
+    result = run("-k", "plain or gate_passes", "--iket", "caps")
+    result.assert_outcomes(passed=2)
+    traces = {t.name for t in (pytester.path / "caps").glob("*/iket_pid_*.trace.json")}
+    assert len(traces) == 1, f"both windows in the run's own process: {traces}"
+
+
+@pytest.mark.parametrize("crash, design", [("second-start", "kept"), ("start-after-destroy", "per-window")])
+def test_in_one_process_a_later_window_kills_the_run_where_the_library_dies(run, monkeypatch, crash, design):
+    """The stand-in dies as a library that cannot open a later session would (SIGSEGV at its
+    Start): what the children spare the run."""
+    monkeypatch.setenv("IKET_DOUBLE_CRASH", crash)
+    monkeypatch.setenv("IKET_CLI_SESSION_DESIGN", design)
     result = run("-k", "plain or gate_passes", "--iket", "caps")
     assert result.ret not in (0, 1), "the whole pytest process died in its second window"
 

@@ -4,7 +4,7 @@ NVIDIA's decoder writes a ``.pftrace`` as every track descriptor, then every tra
 (:func:`descriptors_end`); an event packet is ``timestamp, sequence id, TrackEvent`` with the
 event's track uuid among its first few fields. Joining parts of an export means giving each
 event a new track uuid, and a uuid that gains or loses a byte changes the lengths of its
-TrackEvent and of its packet: a packet walker in Python does that at about 1.6 MB/s. Here
+TrackEvent and of its packet, which a packet walker in Python does slowly. Here
 all packets are found at once (every ``0x0a`` whose packet chains into the next one), their
 fields skipped in lockstep, and the varints rewritten, inserted or deleted as arrays
 (:mod:`.varints`; the track descriptors: :mod:`.tracks`); only
@@ -59,8 +59,8 @@ class Packets(NamedTuple):
 
 
 def compact(found: Packets) -> Packets:
-    """:func:`find`'s answer as 32-bit numbers where they fit (to keep or save: a part's
-    three hundred thousand packets take 7 MB so, 15 as found)."""
+    """:func:`find`'s answer as 32-bit numbers where they fit (half the
+    memory of :func:`find`'s 64-bit columns, for parts kept while others are found)."""
     if not all(int(column.max(initial=0)) < 1 << 31 for column in found):
         return found
     return Packets(*(column.astype(np.int32) for column in found))
