@@ -27,7 +27,7 @@ from ._version import __version__
 _LAZY: dict[str, tuple[str, str | None]] = {
     "profile": ("pipeline.profile", "profile"),
     "window": ("pipeline.window", "window"),
-    "prepare": ("capture.inprocess", "prepare"),
+    "prepare": ("capture.in_process.live", "prepare"),
     "Capture": ("pipeline.capture", "Capture"),
     "Process": ("model.folder", "Process"),
     "Target": ("capture.targets", "Target"),

@@ -122,7 +122,7 @@ class CaptureError(IketError):
 
 class InjectionCrash(CaptureError):
     """A pass's workload died by a signal inside run-iket's injection, with no Python error of
-    its own: NVIDIA's tool failed, not the user's code (run-iket 4.8.1 aborts on half-precision
+    its own: NVIDIA's tool failed, not the user's code (run-iket aborts on half-precision
     cuBLAS GEMMs). The attempt adds the injection log's warnings, once it is kept."""
 
 

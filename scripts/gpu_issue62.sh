@@ -4,7 +4,8 @@
 # (.gpu/ holds the IKET GPU stack and gpu-env.sh: bash scripts/gpu_stack/make_bundle.sh makes it; carry it.)
 # Parts: bisect (scripts/gpu_session_bisect.py with BISECT_ARGS), pytest (examples/test_kernels.py: twelve
 # windows, then a slowed kernel), notebook (scripts/gpu_notebook62.py; carry .whl: IPython, ipykernel,
-# nbclient), big (the 4.9M-event kernel in one window), outrun (a --calls range the run outruns).
+# nbclient), big (the 4.9M-event kernel in one window: BIG_UNSAFE=1 BIG_BUDGET=2048 BIG_BUFFER=86M),
+# outrun (a --calls range the run outruns).
 # Logs: $OUT/issue62-bisect-NAME.tar.xz, $OUT/issue62-checks.tar.xz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,9 +39,12 @@ if [[ $parts == *" notebook "* ]]; then
   timeout 540 python3 scripts/gpu_notebook62.py "$w/nb" 2>&1 | tail -8
 fi
 if [[ $parts == *" big "* ]]; then  # the 4.9M-event kernel in a window at the budget it needs (BIG_BUDGET, BIG_BUFFER)
-  ITERS=512 LAUNCHES=3 IKET_CLI_SESSION_BUDGET_UNSAFE=${BIG_UNSAFE:-0} timeout 300 python3 -m iket_cli profile \
-    tests/fixtures/workloads/big_kernel.py:workload --one-pass --max-ts-cnt-per-warp "${BIG_BUDGET:-2048}" \
-    ${BIG_BUFFER:+--context-buffer-size $BIG_BUFFER} -o "$w/big" --clobber --postprocess json 2> "$w/big.err"
+  # --window: the session stops in the live process (--one-pass stops it at interpreter exit: SIGSEGV at 2048)
+  printf 'import big_kernel\nbig_kernel.workload()\n' > "$w/run_big.py"
+  ITERS=512 LAUNCHES=3 IKET_CLI_SESSION_BUDGET_UNSAFE=${BIG_UNSAFE:-0} PYTHONPATH=$PWD/tests/fixtures/workloads:$PYTHONPATH \
+    timeout 300 python3 -m iket_cli profile "$w/run_big.py" --window big_kernel:workload \
+    --max-ts-cnt-per-warp "${BIG_BUDGET:-2048}" ${BIG_BUFFER:+--context-buffer-size $BIG_BUFFER} \
+    -o "$w/big" --clobber --postprocess json 2> "$w/big.err"
   echo "big window: exit $?"; tail -3 "$w/big.err"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('ranges', sum(len(l['ranges']) for l in d['launches']), 'marks', sum(len(l['markers']) for l in d['launches']), '(two passes: 2,437,776 and 2,433,024)')" "$(ls "$w"/big/iket_pid_*.trace.json | head -1)"
 fi

@@ -90,7 +90,7 @@ class Lib:
 
     def __init__(self, name: str) -> None:
         sys.path[:0] = [str(HERE)]
-        from iket_cli.capture import session as S
+        from iket_cli.capture.in_process import session as S
 
         self.S = S
         self.lib = S.load(S.find_library(None))

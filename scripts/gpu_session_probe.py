@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iket_cli.capture.session import Options
+from iket_cli.capture.in_process.session import Options
 
 
 def library() -> ctypes.CDLL:

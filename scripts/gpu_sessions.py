@@ -31,7 +31,7 @@ VARIANTS = ["fresh", "recompile", "reuse", "reuse-keep", "no-destroy",
 def child(variant: str, out: Path) -> None:
     sys.path[:0] = [str(HERE / "examples"), str(HERE)]
     import iket_cli
-    from iket_cli.capture import session as S
+    from iket_cli.capture.in_process import session as S
 
     iket_cli.prepare()
     import profile_affine

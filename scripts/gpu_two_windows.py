@@ -61,7 +61,7 @@ def child(variant: str, out: Path) -> None:
     if variant == "samelib":
         import functools
 
-        from iket_cli.capture import session as S
+        from iket_cli.capture.in_process import session as S
 
         S.load = functools.lru_cache(maxsize=None)(S.load)
     if variant in ("reuse-perfetto", "fresh-perfetto", "precompiled-perfetto"):
@@ -69,7 +69,7 @@ def child(variant: str, out: Path) -> None:
 
         import torch
 
-        from iket_cli.capture import session as S
+        from iket_cli.capture.in_process import session as S
 
         lib = S.load(S.find_library(None))
         kept = []
@@ -116,11 +116,11 @@ def child(variant: str, out: Path) -> None:
     if variant.startswith("session"):
         import torch
 
-        from iket_cli.capture import session as S
+        from iket_cli.capture.in_process import session as S
 
         lib = S.load(S.find_library(None))
         for number in (1, 2):
-            with S.Session(lib, S.Settings(max_ts_per_warp=64)) as session:
+            with S.Session(lib, S.Settings(max_ts_cnt_per_warp=64)) as session:
                 profile_affine.workload()
                 torch.cuda.synchronize()
                 session.stop()

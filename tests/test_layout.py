@@ -139,6 +139,26 @@ def test_no_module_is_over_400_lines(path):
     assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines: split it by concern"
 
 
+#: capture/ by engine: each a package of its own beside the modules they share.
+ENGINES = ("two_pass", "saved_calls", "in_process")
+
+
+def test_capture_is_laid_out_by_engine():
+    capture = PACKAGE / "capture"
+    for engine in ENGINES:
+        assert (capture / engine / "__init__.py").is_file(), f"capture/{engine}/ is an engine package"
+        assert ast.get_docstring(ast.parse((capture / engine / "__init__.py").read_text())), engine
+    folders = {p.name for p in capture.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert folders == {*ENGINES, "_hook"}, "a new folder in capture/ is an engine: add it here"
+    in_process = [
+        ".".join(target)
+        for path in (capture / "in_process").glob("*.py")
+        for _, target in imported(path)
+        if target[:2] == ["capture", "two_pass"]
+    ]
+    assert in_process == [], "the in-process engine runs no run-iket pass"
+
+
 def test_every_stage_says_its_concern():
     for stage in LAYERS:
         init = PACKAGE / stage / "__init__.py"

@@ -237,7 +237,7 @@ def covered(loss: Loss, found: list[Loss]) -> bool:
 
 def _missing(evidence: Evidence, names: Namer, found: list[Loss]) -> list[Loss]:
     """Launches of a CUDA graph the tracker pass saw that the capture lacks, per kernel. On the
-    H100 (4.8.1) a kernel replayed in a CUDA graph is traced (the trace's ``graphLaunches``);
+    H100 a kernel replayed in a CUDA graph is traced (the trace's ``graphLaunches``);
     the library then prints one failed operation per pass (CUDA error 1, the launch captured
     into the graph), so a failed operation alone is no loss. A difference between the passes'
     plain launches is pass drift (analysis/drift.py), not a loss."""

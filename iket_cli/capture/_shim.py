@@ -5,12 +5,12 @@ the package, so it works under any interpreter the user picks with ``--python`` 
 nothing heavy to the workload. It does three things:
 
 * It passes the workload's output through a small forked filter that replaces bytes that
-  are not UTF-8. run-iket 4.8.1 decodes every line of the workload's output strictly and
+  are not UTF-8. run-iket decodes every line of the workload's output strictly and
   dies with a ``UnicodeDecodeError`` traceback on the first bad byte.
 * ``call`` mode imports a script or module *as a module* (its ``__main__`` block does not
   run) and calls one function, so a user's file needs no profiling boilerplate.
 * ``call`` mode hands its call to iket's warm standby when one is ready (see
-  :mod:`iket_cli.capture.warm`): a process of the same interpreter that imported the workload's
+  :mod:`iket_cli.capture.two_pass.warm`): a process of the same interpreter that imported the workload's
   heavy libraries (torch) while the tracker pass ran. The standby forks a worker
   that takes this process's environment, working directory and standard streams, and
   this process relays the worker's exit status (and forwards SIGINT/SIGTERM to it).
@@ -36,9 +36,9 @@ BAD_TARGET = 2
 #: A FIFO of the CLI's: the workload's output goes there, live, instead of to run-iket,
 #: which reads its children's output to the end before it prints any of it.
 STREAM_ENV = "IKET_CLI_STREAM"
-#: The warm standby's socket (set by the CLI for function targets; see iket_cli/capture/warm.py).
+#: The warm standby's socket (set by the CLI for function targets; see iket_cli/capture/two_pass/warm.py).
 WARM_ENV = "IKET_WARM_SOCKET"
-#: The CLI's input, served on this socket to the capture pass (iket_cli/capture/stdin.py).
+#: The CLI's input, served on this socket to the capture pass (iket_cli/capture/two_pass/stdin.py).
 STDIN_ENV = "IKET_CLI_STDIN"
 #: The user's PYTHONWARNINGS, kept from run-iket (``error`` would stop run-iket's own set-up
 #: on a DeprecationWarning of its imports) and given back to the workload here.
@@ -46,7 +46,7 @@ WARNINGS = "PYTHONWARNINGS"
 WORKLOAD_WARNINGS_ENV = "IKET_WORKLOAD_PYTHONWARNINGS"
 #: How the capture pass's configuration file ends (the tracker pass has its own).
 CAPTURE_CONFIG = os.path.join("iket", "iket.config.json")
-#: The standby's log line once a pass handed its call over (iket_cli/capture/warm.py reads it).
+#: The standby's log line once a pass handed its call over (iket_cli/capture/two_pass/warm.py reads it).
 SERVING = "iket-warm: serving the pass of pid"
 
 

@@ -19,7 +19,7 @@ from .._version import __version__
 from ..errors import IketError
 from ..model import runiket_facts
 from ..system import machine, slurm_cli, spawn, toolchain
-from . import trackers
+from .two_pass import trackers
 
 MIN_COMPUTE_CAPABILITY = (9, 0)
 PROBE_TIMEOUT_S = 120
@@ -93,7 +93,7 @@ print(json.dumps({"seconds": round(time.perf_counter() - start, 2),
 # library found and loaded as a window loads it (it needs the driver), its ABI read.
 _SESSION_PROBE = """
 import json
-from iket_cli.capture import session
+from iket_cli.capture.in_process import session
 from iket_cli.errors import IketError
 try:
     path = session.find_library(dsl_packages=DSL_PACKAGES)
@@ -192,7 +192,7 @@ def _decoder(tool: toolchain.RunIket, answer: dict | None, problem: str) -> Chec
         "IKET decoder",
         False,
         f"import iket failed {where}: {problem}",
-        "pip install -U nvidia-cutlass-dsl-libs-base (4.8 or newer) into this Python",
+        f"pip install -U '{runiket_facts.INSTALL}' into this Python",
     )
 
 
@@ -246,7 +246,8 @@ def _session(answer: dict | None, problem: str) -> Check:
         )
         return Check(name, True, detail, required=False)
     fix = (
-        "windows need run-iket 4.8's libiket_injection.so and the NVIDIA driver; "
+        f"windows need run-iket's libiket_injection.so ({runiket_facts.MINIMUM_TEXT} or newer) and "
+        "the NVIDIA driver; "
         "the two-pass capture does not use it"
     )
     return Check(name, False, problem, fix, required=False)

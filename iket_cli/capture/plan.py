@@ -27,9 +27,12 @@ from ..model.vocab import (
 )
 from ..system import toolchain
 from ..system.toolchain import RunIket
-from . import extract as extract_mod
-from . import outdir, patterns, replay, session, targets, trackers
+from . import outdir, patterns, targets
+from .in_process import session
+from .saved_calls import extract as extract_mod
+from .saved_calls import replay
 from .targets import Target
+from .two_pass import trackers
 
 _CLUSTER = re.compile(r"^\d+,\d+,\d+$")
 _BUFFER = re.compile(r"^\d+[kKmMgG]?$")
@@ -200,9 +203,9 @@ class Plan:
     dsl_cache: dict[str, str | None] = field(default_factory=dict)
     #: Where the tracker output comes from: a tracker pass, the cache, a DIR (see trackers.py).
     tracker: trackers.Tracker = field(default_factory=lambda: trackers.Tracker(TRACKER_FRESH))
-    #: ``--extract`` or ``--replay``: the passes replay FUNC's saved calls (capture/extract.py).
+    #: ``--extract`` or ``--replay``: the passes replay FUNC's saved calls (capture/saved_calls/extract.py).
     extract: extract_mod.Extract | None = None
-    #: ``--window``: FUNC and the calls whose window the run opens (capture/window_run.py).
+    #: ``--window``: FUNC and the calls whose window the run opens (capture/in_process/child.py).
     window: extract_mod.Extract | None = None
 
     @property
@@ -303,7 +306,7 @@ def resolve(target: Target | None, output_dir: str | os.PathLike | None, options
 
 
 def tracker_key(plan: Plan) -> dict[str, object]:
-    """What determines the tracker pass (see capture/trackers.py): the command and its arguments,
+    """What determines the tracker pass (see capture/two_pass/trackers.py): the command and its arguments,
     the working directory, the relevant environment, Python, run-iket's version, the
     instrumentation options, and the content of the Python files the target names (an edited
     script is compiled anew)."""

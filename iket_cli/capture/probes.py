@@ -1,6 +1,6 @@
 """``iket doctor --gpu``: which workloads the installed run-iket survives on this GPU.
 
-run-iket 4.8.1 kills a process that runs a half-precision cuBLAS GEMM (docs/faults.md),
+run-iket kills a process that runs a half-precision cuBLAS GEMM (docs/faults.md),
 and nothing in its output says so. Each probe here is a tiny workload — an elementwise
 kernel, GEMMs in fp32, bf16 and fp16, attention, and an instrumented TIRx and CuTe DSL
 kernel where those are installed — run under the installed run-iket (its two passes, raw
@@ -26,7 +26,7 @@ from typing import Any
 from ..model import atomic, jsonio
 from ..system import spawn, toolchain, tree
 from ..system.tree import kill_tree
-from . import trackers
+from .two_pass import trackers
 
 PROBE_TIMEOUT_S = 240
 #: Probes at once: each holds a small part of the GPU for seconds.

@@ -13,6 +13,7 @@ import signal
 from pathlib import Path
 
 from ..errors import CaptureError, InjectionCrash, NoInstrumentedKernelError
+from ..model import runiket_facts
 from ..model.vocab import JSON_EXPORT, JSON_PER_RAW_BYTE, PERFETTO_EXPORT, PERFETTO_PER_RAW_BYTE, exports_for
 from ..system.runner import Line
 from .plan import Plan
@@ -215,7 +216,8 @@ def classify(
 #: What a user can do when run-iket's injection kills the workload (docs/faults.md: "When
 #: run-iket itself fails").
 INJECTION_HINT = (
-    "run-iket 4.8.1 kills processes that run half-precision (bf16 or fp16) cuBLAS GEMMs, among "
+    f"run-iket {runiket_facts.LATEST.release} kills processes that run half-precision (bf16 or fp16) cuBLAS "
+    "GEMMs, among "
     "others (docs/faults.md); capture only your kernel's calls: add "
     "--extract MODULE:FUNC (the Python function that launches it), and the model runs once "
     "without run-iket while the passes replay those calls; the injection's own log is in iket.log"

@@ -217,6 +217,10 @@ def _binds_inside(node: ast.AST, name: str) -> bool:
                 return True
         elif isinstance(child, ast.Name) and child.id == name and isinstance(child.ctx, ast.Store):
             return True
+        elif isinstance(child, (ast.Import, ast.ImportFrom)) and any(
+            (alias.asname or alias.name.split(".")[0]) == name for alias in child.names
+        ):
+            return True  # "if KERNEL == 'cute': from a import f / else: from b import f"
     return False
 
 

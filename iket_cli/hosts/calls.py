@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..capture.extract import parse_calls
+from ..capture.saved_calls.extract import parse_calls
 from ..errors import UsageError
 from ..pipeline.window import Window
 

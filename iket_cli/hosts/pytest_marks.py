@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..capture import session
-from ..capture.extract import parse_calls
+from ..capture.in_process import session
+from ..capture.saved_calls.extract import parse_calls
 from ..errors import UsageError
 from ..model.units import parse_duration
 from ..model.vocab import LOG_LEVELS, POSTPROCESS_CHOICES

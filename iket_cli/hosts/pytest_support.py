@@ -36,7 +36,7 @@ REPORTED = ("count", "p50", "p90", "max")
 
 def unavailable(library: str | None = None) -> str | None:
     """Why no IKET session can run here (None: one can): the library's own load error."""
-    from ..capture import session
+    from ..capture.in_process import session
 
     try:
         session.load(session.find_library(library))

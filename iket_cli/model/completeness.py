@@ -1,7 +1,7 @@
 """The completeness record, the manifest's ``completeness``: whether a capture holds all that
 IKET should have recorded of what the workload launched, and each thing it lost.
 
-IKET 4.8.1 loses data without failing (docs/faults.md, "What IKET can lose, and how iket
+IKET loses data without failing (docs/faults.md, "What IKET can lose, and how iket
 tells"): a launch whose warps emit more timestamps than the budget records
 nothing at all; a kernel launched in a CUDA graph is not traced; a module it cannot read is
 left uninstrumented. Each such loss is one :class:`Loss`: the kernel, how many launches, what
@@ -28,7 +28,7 @@ WINDOW_CALLS = "window-calls"
 UNKNOWN = "unknown"
 CAUSES = {
     BUDGET: "drop --max-ts-cnt-per-warp (the tracker pass sizes it) or pass {needed}",
-    CUDA_GRAPH: "capture the kernel outside the CUDA graph (IKET 4.8.1 does not trace graph launches): "
+    CUDA_GRAPH: "capture the kernel outside the CUDA graph (IKET did not trace its graph launches): "
     "an eager run of the same step, or --window around an eager call",
     NESTED_GRAPH: "launch the kernel outside child and conditional graph nodes (IKET does not trace them)",
     UNREAD_MODULE: "IKET could not read the module: check the log (iket.log) and report it to NVIDIA",

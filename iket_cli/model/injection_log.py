@@ -1,6 +1,6 @@
 """What IKET's injection library says it lost: its log lines, read into losses.
 
-The library (``libiket_injection.so`` of run-iket 4.8.1) logs through spdlog, to
+The library (run-iket's ``libiket_injection.so``) logs through spdlog, to
 ``iket/pid_<hex>/iket.injection.log`` under run-iket and to the process's stderr in an
 in-process session. Its messages of lost data are logged at ``warn`` or ``info`` (most are
 not written at run-iket's default level, ``error``); one more, ``IKET profiling operation

@@ -66,7 +66,7 @@ def payload_sites(procs_file: Path) -> dict[int, list[dict[str, Any]]]:
 def unmatched_payloads(procs_file: Path) -> list[str]:
     """The CuTe DSL token ranges whose ``range_start`` and ``range_end`` were compiled with
     different payloads (one with, one without, or two types), as ``name (start: i32, end:
-    none)``. CuTe DSL requires the same at both ends; run-iket 4.8.1's capture pass dies of
+    none)``. CuTe DSL requires the same at both ends; run-iket's capture pass dies of
     a payload at the start only (SIGSEGV on the H200: docs/gpu/pipeline/), so a crash's
     diagnosis names them."""
     ends: dict[str, dict[str, set]] = {}

@@ -6,7 +6,7 @@ never reaches ``range_end``, a ``range_push`` never popped (seen on the H200 wit
 raw events per name and comparing them with the decoded ranges shows what was dropped; that
 is :mod:`iket_cli.analysis.lint`'s ``unmatched`` check.
 
-The layout read here is the one run-iket 4.8.1 writes with its native-dump method (every CuTe
+The layout read here is the one run-iket writes with its native-dump method (every CuTe
 DSL and TIRx capture so far): each launch's data (``dataRef`` in ``iket.data.json``) is one
 buffer of ``warpBufferSize`` bytes per warp — a u32 count of the bytes used, a u32 location,
 the warp's start timestamp (two u32), then one u32 per event (its low 5 bits the event id,

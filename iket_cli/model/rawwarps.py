@@ -2,8 +2,8 @@
 
 A decodable launch of the raw capture (``iket.data.json``) owns one slot of
 ``warpBufferSize`` bytes per warp of its grid (:mod:`.rawevents` reads the layout), and a
-warp's slot starts with the bytes it used. Seen on the H100 (run-iket 4.8.1,
-docs/gpu/issue51_h100/): a warp that emits more than the launch's budget
+warp's slot starts with the bytes it used. Seen on the H100
+(docs/gpu/issue51_h100/): a warp that emits more than the launch's budget
 (``maxTsCntPerWarp``) writes the bytes it *would* have used, more than its slot holds, and
 the decoder drops that warp whole (no range, no mark, no lifetime); a warp that wrote nothing
 leaves 0. Every warp of an instrumented launch writes at least its start and its exit, so

@@ -1,9 +1,10 @@
-"""What the installed run-iket's in-process session can do, by release, in one place: the
-session's C ABI, the largest per-warp budget it survives, how many windows one process may
-open, and which design of the C calls iket uses. Each figure was measured on a GPU (how and
-where: docs/capture.md, "What NVIDIA's session survives"; the bisect that measures them:
-``scripts/gpu_session_bisect.py``). The session, the windows, the pytest plugin, ``%%iket``,
-doctor and the messages read it here; no other module states a run-iket release.
+"""What the installed run-iket can do, by release, in one place: the oldest release iket runs
+with, its in-process session's C ABI, the largest per-warp budget the session survives, how
+many windows one process may open, and which design of the C calls iket uses. Each figure was
+measured on a GPU (how and where: docs/capture.md, "What NVIDIA's session survives"; the
+bisect that measures them: ``scripts/gpu_session_bisect.py``). The toolchain lookup, the
+session, the windows, the pytest plugin, ``%%iket``, doctor and the messages read it here; no
+other module states a run-iket release.
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..errors import UsageError
+
+#: The distribution that ships run-iket, and the oldest release iket runs with.
+DISTRIBUTION = "nvidia-cutlass-dsl-libs-base"
+MINIMUM = (4, 8)
+MINIMUM_TEXT = ".".join(map(str, MINIMUM))
 
 #: A window's use of the C ABI: a new session for each window (Create .. Destroy), or one
 #: session kept for the life of the process (Start, Stop, SaveTrace, ClearTraceData per window).
@@ -52,6 +58,8 @@ RELEASES = {
 }
 #: What an unknown later release is taken to do until measured: the newest facts known.
 LATEST = RELEASES["4.8"]
+#: What to install: the newest release measured.
+INSTALL = f"{DISTRIBUTION}>={LATEST.release}"
 
 
 def facts_for(version: str | None) -> SessionFacts:
@@ -76,7 +84,7 @@ def installed(env: Mapping[str, str] | None = None) -> SessionFacts:
     from importlib import metadata
 
     try:
-        version = metadata.version("nvidia-cutlass-dsl-libs-base")
+        version = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         version = None
     return overridden(facts_for(version), os.environ if env is None else env)

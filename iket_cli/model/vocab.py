@@ -12,12 +12,12 @@ from ..errors import Status
 # -- files of a capture directory ------------------------------------------------------
 MANIFEST_NAME = "manifest.json"
 LOG_NAME = "iket.log"
-#: The warm standby's log (capture/warm.py), kept beside ``iket.log``.
+#: The warm standby's log (capture/two_pass/warm.py), kept beside ``iket.log``.
 WARM_LOG_NAME = "warm.log"
-#: ``--extract``: the saved calls of FUNC, inside a capture (capture/extract.py), and
+#: ``--extract``: the saved calls of FUNC, inside a capture (capture/saved_calls/extract.py), and
 #: ``--max-extract``'s default.
 EXTRACT_DIR = "extract"
-#: ``--window``/``--one-pass``: the windows' traces as the hook saved them (capture/window_run.py).
+#: ``--window``/``--one-pass``: the windows' traces as the hook saved them (capture/in_process/child.py).
 WINDOW_DIR = "window"
 MAX_EXTRACT = "4G"
 #: ``iket show --pipeline --wait-pattern``'s default: ranges named so are waiting, not work.

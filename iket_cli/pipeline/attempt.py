@@ -21,11 +21,11 @@ from typing import Any
 
 from ..capture import runiket
 from ..capture.events import Reporter
-from ..capture.passes import PassResult, Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging, failed_dir
+from ..capture.two_pass.passes import PassResult, Transcript
 from ..errors import DiskFullError, IketError, InjectionCrash
-from ..model import artifacts, jsonio, labels
+from ..model import artifacts, jsonio, labels, runiket_facts
 from ..model import manifest as manifest_mod
 from ..model import record as record_mod
 from ..model.completeness import Completeness
@@ -72,7 +72,7 @@ class Facts:
     drift: list[str] = field(default_factory=list)
     annotations: dict[str, Any] | None = None  # what CuTe DSL wrote beside the trace (collect_annotations)
     repeats: list | None = None  # --repeat N: pipeline.repeats.Repeat, repeat 1 first
-    extract: dict[str, Any] | None = None  # --extract/--replay: the saved calls (capture/extract.py)
+    extract: dict[str, Any] | None = None  # --extract/--replay: the saved calls (saved_calls/extract.py)
     completeness: Completeness | None = None  # what the capture lost (pipeline/completeness.py)
     window: dict[str, Any] | None = (
         None  # --window/--one-pass: the run and its session (pipeline/in_process.py)
@@ -212,7 +212,8 @@ def _known_cause(error: InjectionCrash, procs_file: Path) -> None:
 #: What to do about :func:`labels.unmatched_payloads` (instead of the GEMM hint).
 UNMATCHED_PAYLOAD_HINT = (
     "give range_end the payload its range_start has (iket.range_end(token, payload), same type): "
-    "CuTe DSL requires it, and run-iket 4.8.1's capture pass dies without it (docs/faults.md: "
+    f"CuTe DSL requires it, and run-iket {runiket_facts.LATEST.release}'s capture pass dies without it "
+    "(docs/faults.md: "
     "When run-iket itself fails)"
 )
 
@@ -245,7 +246,7 @@ def probed(plan: Plan, facts: Facts) -> list[str]:
     return ["iket doctor --gpu: not run on this stack yet (it names what this run-iket survives)"]
 
 
-#: A warning the injection logs in every process on the H100 (run-iket 4.8.1, driver 580),
+#: A warning the injection logs in every process on the H100 (driver 580),
 #: whatever it runs: no diagnosis.
 BENIGN = "IKET could not enable optional CUDA compatibility support"
 

@@ -259,7 +259,7 @@ def _check(path: Path, table: dict, allowed: dict[str, tuple[type, ...]], prefix
 
 def _check_extract(path: Path, where: str, key: str, value: Any) -> None:
     """``extract``, ``calls`` and ``max_extract`` as ``iket profile`` would take them (exit 2)."""
-    from ..capture.extract import parse_calls
+    from ..capture.saved_calls.extract import parse_calls
     from ..model.units import parse_size
 
     try:

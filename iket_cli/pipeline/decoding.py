@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..capture.passes import Transcript
+from ..capture.two_pass.passes import Transcript
 from ..decode import pool, prestart
 from ..decode import tasks as decode_tasks
 from ..decode.tasks import Outcome

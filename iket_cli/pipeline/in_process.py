@@ -1,7 +1,7 @@
 """``iket profile --window`` and ``--one-pass``: the capture's one run, its session inside it.
 
 Instead of run-iket's two passes: the workload runs once under iket's start-up hook, which
-opens NVIDIA's in-process session (:mod:`iket_cli.capture.window_run`); the traces it saved
+opens NVIDIA's in-process session (:mod:`iket_cli.capture.in_process.child`); the traces it saved
 are then finished as a window's are (Perfetto from the JSON, lint, report) and judged from
 the injection's log and the traces themselves (no tracker pass, no raw capture).
 """
@@ -13,7 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..analysis import window_losses
-from ..capture import runiket, session, window_run
+from ..capture import runiket
+from ..capture.in_process import child, session
 from ..capture.plan import Plan
 from ..model import injection_log
 from ..model import trace as trace_mod
@@ -47,7 +48,7 @@ def run(at: Attempt, facts: Facts) -> Facts:
     plan, staging, transcript = at.plan, at.staging, at.transcript
     folder = staging.root / WINDOW_DIR
     asked = settings(plan)
-    spec = window_run.spec(plan.window, one_pass=plan.options.one_pass, folder=folder,
+    spec = child.spec(plan.window, one_pass=plan.options.one_pass, folder=folder,
                            library=library(plan), settings=asked)  # fmt: skip
     what = (
         "the whole run"
@@ -62,12 +63,12 @@ def run(at: Attempt, facts: Facts) -> Facts:
         if not text.stopping:
             transcript.reporter.output(text.text, tool=runiket.is_injection_line(text.text))
 
-    found = window_run.run(
+    found = child.run(
         plan.target, spec, python=plan.python, env=plan.env, cwd=plan.cwd, staging=staging, on_line=line,
         deadline=at.deadline, limit_s=plan.options.timeout, cancel=at.cancel,
     )  # fmt: skip
     staging.capture_dir.mkdir(exist_ok=True)
-    window_run.moved(folder, staging.capture_dir)
+    child.moved(folder, staging.capture_dir)
     shutil.rmtree(folder, ignore_errors=True)  # its state is in the manifest now
     found["settings"] = {**spec["settings"], "library": spec["library"]}
     if found.get("closing"):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..capture import passes, runiket
+from ..capture import runiket
+from ..capture.two_pass import passes
 from ..errors import CaptureInterrupted, CaptureTimeout, IketError
 from ..model.vocab import LOG_NAME, OVERHEAD_DIR
 from .attempt import Attempt

@@ -1,6 +1,6 @@
 """``iket profile``: one capture, start to end, as a few steps over a resolved plan.
 
-    resolve (capture/plan) → lock + staging (capture/outdir) → the passes (capture/passes)
+    resolve (capture/plan) → lock + staging (capture/outdir) → the passes (capture/two_pass/passes)
     → decode (decode/pool) → --overhead run → drift (analysis/drift) → lint + report
     (pipeline/finish) → manifest (model/record) → publish, or the evidence in DIR.failed/
 
@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import drift
-from ..capture import outdir, passes, runiket, stdin, trackers, warm
+from ..capture import outdir, runiket
 from ..capture.events import Reporter
-from ..capture.passes import PassResult, Transcript
 from ..capture.plan import Options, Plan, coerce_target, resolve
 from ..capture.staging import Staging, remove_stale
 from ..capture.targets import Target
+from ..capture.two_pass import passes, stdin, trackers, warm
+from ..capture.two_pass.passes import PassResult, Transcript
 from ..capture.watchdog import Watchdog
 from ..decode import decoder, prestart
 from ..errors import (

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..capture import passes, trackers
-from ..capture.passes import PassResult, Transcript
 from ..capture.plan import Plan
 from ..capture.staging import Staging
+from ..capture.two_pass import passes, trackers
+from ..capture.two_pass.passes import PassResult, Transcript
 from ..errors import CaptureInterrupted, CaptureTimeout, IketError, Status
 from ..model.vocab import INTERMEDIATES, RAW_DIR, TRACKER_DIR, TRACKER_GIVEN, repeat_dir
 from .attempt import Attempt

@@ -1,15 +1,15 @@
 """Tracker reuse in the capture pipeline: announce it, check the capture pass against the
 reused tracker pass, and keep a fresh tracker pass for the next capture (see
-:mod:`iket_cli.capture.trackers`). :class:`StaleTracker` tells :func:`iket_cli.pipeline.profile.run`
+:mod:`iket_cli.capture.two_pass.trackers`). :class:`StaleTracker` tells :func:`iket_cli.pipeline.profile.run`
 to capture again from scratch."""
 
 from __future__ import annotations
 
 import time
 
-from ..capture import trackers
 from ..capture.plan import Plan
 from ..capture.staging import Staging
+from ..capture.two_pass import trackers
 from ..errors import CaptureError, IketError
 from ..model import jsonio
 from ..model.vocab import RAW_DIR, TRACKER_DIR, TRACKER_FRESH, TRACKER_REUSED

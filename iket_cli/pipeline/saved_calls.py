@@ -14,11 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..capture import extract, record_run, replay, replay_trust, trackers
 from ..capture.events import Reporter
-from ..capture.passes import Transcript
 from ..capture.plan import Plan, tracker_key
+from ..capture.saved_calls import extract, record_run, replay, replay_trust
 from ..capture.staging import Staging
+from ..capture.two_pass import trackers
+from ..capture.two_pass.passes import Transcript
 from ..errors import IketError, UsageError
 from ..model.vocab import EXTRACT_DIR, TRACKER_FRESH, TRACKER_REUSED
 from ..system.runner import Line
@@ -72,7 +73,7 @@ def prepare(at: Attempt) -> dict[str, Any]:
 
 def rechosen(plan: Plan, staging: Staging, into: Path, reporter: Reporter) -> Plan:
     """``--extract``'s plan once the calls are saved: the tracker pass chosen again, by the
-    saved calls' signature (capture/extract.Extract.key), so that a cached one is reused."""
+    saved calls' signature (capture/saved_calls/extract.Extract.key), so that a cached one is reused."""
     assert plan.extract is not None
     if plan.extract.replay_of is not None or plan.tracker.mode not in (TRACKER_FRESH, TRACKER_REUSED):
         return plan  # --replay knew its signature from the start; --tracker DIR is the user's

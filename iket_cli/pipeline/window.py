@@ -1,6 +1,6 @@
 """``iket_cli.window``: capture what a block of the user's own process runs, in that process.
 
-No relaunch, no tracker pass: NVIDIA's in-process session (:mod:`iket_cli.capture.session`)
+No relaunch, no tracker pass: NVIDIA's in-process session (:mod:`iket_cli.capture.in_process.session`)
 is started around the block and stopped after it; its trace JSON is finished like any
 capture's — the Perfetto trace from the JSON (:mod:`iket_cli.render.perfetto`), the HTML
 report, lint, the completeness record, a manifest — in a staging folder beside DIR, then
@@ -12,7 +12,7 @@ Several windows in one process are several captures, one after another (the libr
 one session at a time): each needs a folder of its own, or ``clobber=True``; ``{n}`` in DIR
 is replaced by the window's number in this process (``"iket-step{n}"``). As a decorator,
 each call of the function is a window. Where the session kills its process in a later window
-(:mod:`iket_cli.model.runiket_facts`: not run-iket 4.8.1's; ``IKET_CLI_SESSION_WINDOWS=1`` says
+(:mod:`iket_cli.model.runiket_facts`: not the measured release's; ``IKET_CLI_SESSION_WINDOWS=1`` says
 so of a machine), a later window is refused before it opens, saying how to capture it (a
 process of its own a window: ``pytest --iket`` does so by itself, ``%%iket --isolate``,
 ``iket profile --window``).
@@ -33,8 +33,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..capture import inprocess, outdir, runiket
-from ..capture import session as session_mod
+from ..capture import outdir, runiket
+from ..capture.in_process import live
+from ..capture.in_process import session as session_mod
 from ..capture.staging import Staging, remove_stale
 from ..errors import CaptureError, IketError, SessionError, UsageError
 from ..model import runiket_facts
@@ -76,14 +77,14 @@ class Window:
                 f"unknown postprocess {postprocess!r}", hint=f"use one of {', '.join(POSTPROCESS_CHOICES)}"
             )
         self.settings = session_mod.settings_for(max_ts_cnt_per_warp, context_buffer_size, log_level)
-        session_mod.check_budget(self.settings.max_ts_per_warp, "max_ts_cnt_per_warp=")
+        session_mod.check_budget(self.settings.max_ts_cnt_per_warp, "max_ts_cnt_per_warp=")
         self.output_dir = str(output_dir)
         self.clobber = clobber
         self.formats = formats_for(postprocess)
         self.library = library
         #: What the manifest calls the place the window was opened (default: its file:line).
         self.where = where
-        inprocess.prepare()  # a decorated function's kernels may load before its first call
+        live.prepare()  # a decorated function's kernels may load before its first call
         #: The last window's capture, once it is published.
         self.capture: Capture | None = None
         #: Where the window is around calls of a function (:mod:`iket_cli.hosts.calls`): which
@@ -199,7 +200,7 @@ class _Open:
         self.staging = Staging.create(self.output)
         self.staging.capture_dir.mkdir()
         _warn_half_precision()
-        inprocess.synchronize()
+        live.synchronize()
         for fd in (1, 2):
             split = fdsplit.Split(fd, runiket.is_injection_line, self.staging.log_path)
             self.splits.append(split.__enter__())
@@ -238,10 +239,10 @@ class _Open:
     def _stop(self) -> Path:
         assert self.staging is not None and self.session is not None
         try:
-            inprocess.synchronize()
+            live.synchronize()
         finally:
             self.window_s = round(time.monotonic() - self.t_start, 3)
-            with inprocess.signals_held():  # a second Ctrl-C waits: the trace is saved first
+            with live.signals_held():  # a second Ctrl-C waits: the trace is saved first
                 try:
                     self.session.stop()
                     trace = self.staging.capture_dir / f"iket_pid_{os.getpid():#x}.trace.json"

@@ -98,24 +98,24 @@ def run_streaming(
     ended = threading.Event()
     reader = threading.Thread(target=_pump, args=(proc, lambda text: emit(text, True), ended), daemon=True)
     reader.start()
+
+    def end_early(signum: int = signal.SIGTERM) -> None:
+        """The tree killed (``signum`` first), the rest of its output left unread."""
+        stopping.set()
+        kill_tree(proc, first=signum)
+        ended.set()
+        reader.join(GRACE_S)
+        if side:
+            side.close()
+
     try:
         with signals.as_exception():
             returncode = _wait(proc, timeout, stop, cancel, on_tick)
     except Stopped:
-        stopping.set()
-        kill_tree(proc)
-        ended.set()
-        reader.join(GRACE_S)
-        if side:
-            side.close()
+        end_early()
         raise Stopped(list(tail)) from None
     except subprocess.TimeoutExpired:
-        stopping.set()
-        kill_tree(proc)
-        ended.set()
-        reader.join(GRACE_S)
-        if side:
-            side.close()
+        end_early()
         timed_out = CaptureTimeout(
             f"timed out after {limit_s or timeout:g} s; the whole process tree was killed",
             hint="raise --timeout, or make the workload smaller",
@@ -124,12 +124,7 @@ def run_streaming(
         raise timed_out from None
     except (KeyboardInterrupt, Terminated, Cancelled) as signalled:  # not `stop`: the reader reads that
         signum = signal_of(signalled)
-        stopping.set()
-        kill_tree(proc, first=signum)
-        ended.set()
-        reader.join(GRACE_S)
-        if side:
-            side.close()
+        end_early(signum)
         interrupted = CaptureInterrupted.by(signum, "; the whole process tree was stopped")
         interrupted.tail = list(tail)
         raise interrupted from None

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import IketError, ToolchainError
+from ..model import runiket_facts
 from . import spawn
 
-DISTRIBUTION = "nvidia-cutlass-dsl-libs-base"
-MIN_VERSION = (4, 8)
-INSTALL_HINT = f"pip install '{DISTRIBUTION}>=4.8.1', or pass --run-iket PATH"
+DISTRIBUTION = runiket_facts.DISTRIBUTION
+INSTALL_HINT = f"pip install '{runiket_facts.INSTALL}', or pass --run-iket PATH"
 
 # Asked of a foreign interpreter (one that is not the CLI's): where is the iket package
 # and which version is installed. Must stay importable on any Python 3.
@@ -62,7 +62,8 @@ def prepend_path(entry: str, current: str | None) -> str:
 
 
 def find(explicit: str | None = None, env: dict[str, str] | None = None) -> RunIket:
-    """Locate run-iket and check that it is 4.8 or newer. Raises :class:`ToolchainError`."""
+    """Locate run-iket and check that it is the oldest release iket runs with or newer
+    (:data:`~iket_cli.model.runiket_facts.MINIMUM`). Raises :class:`ToolchainError`."""
     env = dict(os.environ if env is None else env)
     path = _locate(explicit, env)
     version, dsl_packages = _describe(path, env)
@@ -167,11 +168,11 @@ def parse_version(text: str) -> tuple[int, ...]:
 def _check_version(path: str, version: str | None) -> None:
     if version is None:
         return  # a run-iket we cannot introspect (a wrapper): trust the user's choice
-    if parse_version(version) < MIN_VERSION:
+    if parse_version(version) < runiket_facts.MINIMUM:
         raise ToolchainError(
-            f"run-iket at {path} is {DISTRIBUTION} {version}, older than 4.8 "
+            f"run-iket at {path} is {DISTRIBUTION} {version}, older than {runiket_facts.MINIMUM_TEXT} "
             "(its default output directory was the working directory)",
-            hint=f"pip install -U '{DISTRIBUTION}>=4.8.1'",
+            hint=f"pip install -U '{runiket_facts.INSTALL}'",
         )
 
 

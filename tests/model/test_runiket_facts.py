@@ -44,3 +44,20 @@ def test_the_cli_says_a_bad_value_in_one_line(tmp_path):
     assert result.code == 2, result
     assert "IKET_CLI_SESSION_WINDOWS='many' is not a number of windows" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_no_other_module_states_a_run_iket_release():
+    """A new run-iket release is one entry in runiket_facts, not an edit across the package."""
+    import re
+    from pathlib import Path
+
+    package = Path(runiket_facts.__file__).resolve().parent.parent
+    stated = [
+        f"{path.relative_to(package)}:{n}"
+        for path in package.rglob("*.py")
+        if path.name != "runiket_facts.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"(?<![\d.])4\.\d+(\.\d+)?(?![\d.])", line)
+        and re.search(r"run-iket|IKET|libs-base", line)
+    ]
+    assert stated == []

@@ -10,7 +10,7 @@ here, before any of the user's code, and stops at the process's exit: one trace 
 process, as run-iket's. Each step is written to the folder's ``window.json`` as it happens,
 so the CLI knows what ran in the window should the process die inside it.
 
-The binding is iket's own (``iket_cli.capture.session``: ctypes, nothing heavy); the folder
+The binding is iket's own (``iket_cli.capture.in_process.session``: ctypes, nothing heavy); the folder
 that holds the ``iket_cli`` package is in the spec.
 """
 
@@ -78,9 +78,9 @@ class Windower:
             _stop()
 
     def open(self, number):
-        from iket_cli.capture import inprocess, session
+        from iket_cli.capture.in_process import live, session
 
-        inprocess.synchronize()
+        live.synchronize()
         try:
             from iket_cli.model import runiket_facts
 
@@ -102,15 +102,15 @@ class Windower:
         _stop(3)
 
     def close(self, number, failed=False):
-        from iket_cli.capture import inprocess
+        from iket_cli.capture.in_process import live
 
         trace = os.path.join(self.spec["dir"], f"iket_pid_{os.getpid():#x}.trace.json")
         try:
             if not failed:
-                inprocess.synchronize()
+                live.synchronize()
         finally:
             self.state["window_s"] = round(time.monotonic() - self.started, 3)
-            with inprocess.signals_held():  # a second Ctrl-C waits: the trace is saved first
+            with live.signals_held():  # a second Ctrl-C waits: the trace is saved first
                 self._save(trace, number, failed)
 
     def _save(self, trace, number, failed):
@@ -155,9 +155,9 @@ def install():
     """Set up this process's window (called by the start-up hook)."""
     spec = json.loads(os.environ[SPEC_ENV])
     sys.path.append(spec["iket_root"])
-    from iket_cli.capture import inprocess
+    from iket_cli.capture.in_process import live
 
-    inprocess.prepare()
+    live.prepare()
     windower = Windower(spec)
     _at_exit_first(windower.at_exit)
     if spec.get("one_pass"):

@@ -27,8 +27,8 @@ import threading
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from ._hook.iket_imports import after_import
-from ._hook.iket_tirx import TIRX_IKET
+from .._hook.iket_imports import after_import
+from .._hook.iket_tirx import TIRX_IKET
 
 #: The CuTe-family DSLs whose ``<PREFIX>_COMPILER_OPT`` keeps IKET ops (run-iket's list).
 CUTE_PREFIXES = ("CUTE_DSL", "CUTE_EXPERIMENTAL_DSL")

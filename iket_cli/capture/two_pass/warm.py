@@ -32,10 +32,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TargetError
-from ..system import spawn
-from ._shim import SERVING, WARM_ENV
-from .targets import SHIM, Target, find_module
+from ...errors import TargetError
+from ...system import spawn
+from .._shim import SERVING, WARM_ENV
+from ..targets import SHIM, Target, find_module
 
 #: Top-level packages a standby may import: their import-time state is the same in both passes.
 PRELOADABLE = ("torch", "numpy")

@@ -23,7 +23,7 @@ import stat
 import threading
 from pathlib import Path
 
-from ._shim import STDIN_ENV
+from .._shim import STDIN_ENV
 
 #: Seconds between two looks at ``stop`` while waiting for the pass to connect.
 POLL_S = 0.2

@@ -14,19 +14,19 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..errors import IketError, TargetError, UsageError
-from ..model.vocab import EXTRACT_DIR
-from ._hook import iket_saved as saved_format
-from ._hook.iket_saved import INDEX
+from ...errors import IketError, TargetError, UsageError
+from ...model.vocab import EXTRACT_DIR
+from .._hook import iket_saved as saved_format
+from .._hook.iket_saved import INDEX
+from ..targets import Target, find_module
 from .extract import Extract, record_facts, signature
-from .targets import Target, find_module
 
 
 def from_capture(folder: Path, cwd: Path, env: dict[str, str], trust: bool) -> tuple[Target, Extract]:
     """``--replay DIR``: the target and FUNC of the capture whose saved calls are replayed,
-    checked before anything runs (capture/replay_trust.py says what is trusted; exit 2)."""
-    from ..errors import Status
-    from ..model import manifest
+    checked before anything runs (capture/saved_calls/replay_trust.py says what is trusted; exit 2)."""
+    from ...errors import Status
+    from ...model import manifest
 
     folder = (cwd / folder).resolve()
     data = manifest.read(folder)

@@ -28,11 +28,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from ..model import jsonio
-from ..model.artifacts import launch_counts
-from ..model.names import short
-from ..model.vocab import (
+from ...errors import UsageError
+from ...model import jsonio
+from ...model.artifacts import launch_counts
+from ...model.names import short
+from ...model.vocab import (
     RAW_MANIFEST,
     RAW_PROCESS_PREFIX,
     TRACKER_AUTO,

@@ -25,10 +25,10 @@ import os
 import time
 from pathlib import Path
 
-from ..errors import UsageError
-from ..system import filesystem
-from . import trackers
-from ._hook.iket_saved import INDEX, Damaged, listed_files, open_regular, read_index
+from ...errors import UsageError
+from ...system import filesystem
+from .._hook.iket_saved import INDEX, Damaged, listed_files, open_regular, read_index
+from ..two_pass import trackers
 
 #: The opt-in that replays saved calls recorded elsewhere or by someone else.
 TRUST_FLAG = "--trust-replay"

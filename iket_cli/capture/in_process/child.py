@@ -19,23 +19,23 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import CaptureError
-from ..model import jsonio
-from ..model.artifacts import count_keys
-from ..model.vocab import PROCS_NAME
-from ..system import filesystem, tree
-from ._hook.iket_saved import WINDOW_SPEC_ENV as SPEC_ENV
-from ._hook.iket_saved import WINDOW_STATE as STATE
-from .extract import Extract
-from .hook import hook_env
-from .record_run import run_once
-from .runiket import is_injection_line, last_lines
+from ...errors import CaptureError
+from ...model import jsonio
+from ...model.artifacts import count_keys
+from ...model.vocab import PROCS_NAME
+from ...system import filesystem, tree
+from .._hook.iket_saved import WINDOW_SPEC_ENV as SPEC_ENV
+from .._hook.iket_saved import WINDOW_STATE as STATE
+from ..hook import hook_env
+from ..runiket import is_injection_line, last_lines
+from ..saved_calls.extract import Extract
+from ..saved_calls.record_run import run_once
+from ..staging import Staging
+from ..targets import Target
 from .session import Settings
-from .staging import Staging
-from .targets import Target
 
 #: The folder that holds the ``iket_cli`` package: the hook imports the session's binding from it.
-IKET_ROOT = str(Path(__file__).resolve().parents[2])
+IKET_ROOT = str(Path(__file__).resolve().parents[3])
 #: The narrower window a dead process needs (docs/faults.md: a bf16 GEMM aborts in a session).
 NARROWER = (
     "IKET's session cannot survive some library kernels (a half-precision cuBLAS GEMM aborts the "

@@ -2,7 +2,7 @@
 
 A model's set-up (weights, data, warm-up, compiling everything else) is paid in both
 passes of a capture, and a half-precision cuBLAS GEMM anywhere in the process kills it
-inside run-iket's injection (run-iket 4.8.1). With ``--extract`` the workload runs once,
+inside run-iket's injection. With ``--extract`` the workload runs once,
 without run-iket (the *record run*), while the start-up hook wraps FUNC and saves the
 chosen calls' arguments and results into the capture's ``extract/`` folder
 (``_hook/iket_extract.py``). The passes then run a replay process that imports FUNC's
@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import TargetError, UsageError
-from ..model import jsonio
-from ._hook import iket_saved as saved_format
-from ._hook.iket_saved import CHECK, DIR_ENV, INDEX
-from .hook import HOOK_DIR
-from .targets import Target, find_module, parse_source, top_level_binding
+from ...errors import TargetError, UsageError
+from ...model import jsonio
+from .._hook import iket_saved as saved_format
+from .._hook.iket_saved import CHECK, DIR_ENV, INDEX
+from ..hook import HOOK_DIR
+from ..targets import Target, find_module, parse_source, top_level_binding
 
 #: Modules whose functions are never FUNC: the hook itself uses them (``json:dump`` would
 #: record its own writing of the index) and no kernel is launched from them.
@@ -54,7 +54,7 @@ class Extract:
     replay_of: Path | None = None  # --replay: the capture whose saved calls are replayed
     #: The saved calls' signature (:func:`signature`): known once they are saved or copied.
     saved: str | None = None
-    #: ``--replay``: the digest of the saved calls as checked (capture/replay_trust.py).
+    #: ``--replay``: the digest of the saved calls as checked (capture/saved_calls/replay_trust.py).
     digest: str | None = None
 
     def key(self) -> dict[str, Any]:
@@ -62,7 +62,7 @@ class Extract:
         module's source and the saved calls' signature, not the model that made them. So
         ``--replay`` reuses the tracker pass of the ``--extract`` capture it replays (until the
         kernel's module is edited), and a second ``--extract`` of the same call does too."""
-        from .trackers import digest
+        from ..two_pass.trackers import digest
 
         return {"function": self.function, "module": digest(self.source), "saved": self.saved}
 
@@ -128,7 +128,7 @@ def resolve(
     option: str = "--extract",
 ) -> Extract:
     """Check FUNC before anything runs: its module is found and defines it (exit 2)."""
-    from ..model.units import parse_size
+    from ...model.units import parse_size
 
     module, sep, qualname = str(function).rpartition(":")
     if not sep or not module or not all(p.isidentifier() for p in qualname.split(".")):

@@ -18,17 +18,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, IketError, Status
-from ..model.units import human_bytes
-from ..model.vocab import EXTRACT_DIR, OVERHEAD_DIR, PROCS_NAME, TRACKER_DIR, TRACKER_FRESH, WARM_LOG_NAME
-from ..system import runner, spawn, tree
-from ..system.filesystem import is_full
-from . import budget, extract, runiket, warm
-from ._shim import STREAM_ENV, WARNINGS, WORKLOAD_WARNINGS_ENV
-from .events import Reporter
-from .hook import hook_env
-from .plan import Plan
-from .staging import Staging
+from ...errors import CaptureError, CaptureInterrupted, CaptureTimeout, IketError, Status
+from ...model.units import human_bytes
+from ...model.vocab import EXTRACT_DIR, OVERHEAD_DIR, PROCS_NAME, TRACKER_DIR, TRACKER_FRESH, WARM_LOG_NAME
+from ...system import runner, spawn, tree
+from ...system.filesystem import is_full
+from .. import runiket
+from .._shim import STREAM_ENV, WARNINGS, WORKLOAD_WARNINGS_ENV
+from ..events import Reporter
+from ..hook import hook_env
+from ..plan import Plan
+from ..saved_calls import extract
+from ..staging import Staging
+from . import budget, warm
 
 #: The FIFO in the staging root through which the shim sends the workload's output live.
 FIFO_NAME = "workload.fifo"

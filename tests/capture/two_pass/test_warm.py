@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.capture import warm
 from iket_cli.capture.targets import Target
+from iket_cli.capture.two_pass import warm
 
 from conftest import all_gone, replay, run_iket, start_iket
 
@@ -185,7 +185,7 @@ def test_modules_for_finds_a_dotted_module_without_importing_it(tmp_path):
 
 def test_the_shim_runs_the_call_itself_when_no_standby_listens(tmp_path):
     (tmp_path / "wl.py").write_text("import sys\ndef f():\n    print('ran here', flush=True)\n")
-    shim = Path(warm.__file__).with_name("_shim.py")
+    shim = Path(warm.__file__).parent.with_name("_shim.py")
     env = {**os.environ, warm.WARM_ENV: str(tmp_path / "nobody-listens")}
     out = subprocess.run(
         [sys.executable, str(shim), "call", str(tmp_path / "wl.py"), "f"],
@@ -205,7 +205,7 @@ def test_the_standby_does_not_serve_once_cuda_is_initialised(tmp_path):
     """
     script = (
         "import runpy, sys\n"
-        f"shim = runpy.run_path({str(Path(warm.__file__).with_name('_shim.py'))!r})\n"
+        f"shim = runpy.run_path({str(Path(warm.__file__).parent.with_name('_shim.py'))!r})\n"
         "shim['serve'].__globals__['cuda_initialized'] = lambda: True\n"
         "sys.exit(shim['serve'](sys.argv[1], ['json']))\n"
     )

@@ -1,7 +1,7 @@
 """The timestamp budget against the tracker pass's count, before the capture pass is spent.
 
 A launch whose warps emit more timestamps than ``--max-ts-cnt-per-warp`` records nothing at
-all, without an error (H100, run-iket 4.8.1: docs/faults.md, "What IKET can lose"). The
+all, without an error (H100: docs/faults.md, "What IKET can lose"). The
 tracker pass counts what the warps emit (``recommended_max_ts_cnt_per_warp``, one number per
 process), so a budget below it is known to lose data before the capture pass runs.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import CaptureError
-from ..model.artifacts import recommended_budget
-from ..model.completeness import BUDGET, fix_for
+from ...errors import CaptureError
+from ...model.artifacts import recommended_budget
+from ...model.completeness import BUDGET, fix_for
 
 
 def short(budget: int | None, tracker_dir: Path, *, stopping: bool) -> CaptureError | None:

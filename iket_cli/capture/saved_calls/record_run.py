@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import CaptureError, CaptureInterrupted, CaptureTimeout, ExitCode
-from ..model.units import human_bytes
-from ..system import filesystem, runner, tree
-from ._hook.iket_saved import OWNER, SPEC_ENV, UNSAVEABLE
+from ...errors import CaptureError, CaptureInterrupted, CaptureTimeout, ExitCode
+from ...model.units import human_bytes
+from ...system import filesystem, runner, tree
+from .._hook.iket_saved import OWNER, SPEC_ENV, UNSAVEABLE
+from ..hook import hook_env
+from ..runiket import last_lines
+from ..targets import Target
 from .extract import Extract, read_index, record_facts
-from .hook import hook_env
-from .runiket import last_lines
-from .targets import Target
 
 #: The record run's processes, as the start-up hook names them.
 RECORD_PROCS = "record-processes.jsonl"

@@ -1,4 +1,4 @@
-"""The in-process session's binding (capture/session.py) against a stand-in of the C ABI
+"""The in-process session's binding (capture/in_process/session.py) against a stand-in of the C ABI
 (tests/fakes/session_double.py: the library needs a GPU driver to load)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pytest
 from fakes.session_double import SessionLibrary
 
-from iket_cli.capture import session
+from iket_cli.capture.in_process import session
 from iket_cli.errors import SessionError, ToolchainError
 from iket_cli.model import trace
 
@@ -23,7 +23,7 @@ def test_the_options_are_the_headers_56_bytes():
 
 def test_a_window_creates_sets_starts_stops_saves_and_destroys(tmp_path):
     lib = SessionLibrary()
-    with session.Session(lib, session.Settings(max_ts_per_warp=64, device_buffer_size=64 << 20)) as s:
+    with session.Session(lib, session.Settings(max_ts_cnt_per_warp=64, context_buffer_size=64 << 20)) as s:
         assert s.running
     assert lib.calls == ["Create", "OptionsInit", "SetOptions", "Start", "Stop", "Destroy"]
     assert lib.options["max_ts_per_warp"] == 64 and lib.options["device_buffer_size"] == 64 << 20
@@ -119,7 +119,7 @@ def test_the_kept_design_creates_one_session_and_clears_it_between_windows(tmp_p
     lib = SessionLibrary()
     for number, budget in enumerate((64, 128, 256)):
         with session.Session(
-            lib, session.Settings(max_ts_per_warp=budget), design=KEPT, key=str(tmp_path)
+            lib, session.Settings(max_ts_cnt_per_warp=budget), design=KEPT, key=str(tmp_path)
         ) as s:
             s.stop()
             s.save(tmp_path / f"w{number}.trace.json")

@@ -1,6 +1,6 @@
 """The in-process IKET session: a ctypes binding of run-iket's stable C ABI.
 
-run-iket 4.8 ships ``iket/include/iket/iket_profiling_session.h`` (ABI 1.0), exported by
+run-iket ships ``iket/include/iket/iket_profiling_session.h`` (ABI 1.0), exported by
 ``iket/profiler/libiket_injection.so`` beside the installed run-iket: a session patches the
 kernels launched between ``Start`` and ``Stop`` in the live process and ``SaveTrace`` writes the
 trace JSON run-iket's decoder writes (docs/capture.md, "In the live process").
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SessionError, ToolchainError, UsageError
-from ..model import runiket_facts
-from ..model.runiket_facts import KEPT, PER_WINDOW
+from ...errors import SessionError, ToolchainError, UsageError
+from ...model import runiket_facts
+from ...model.runiket_facts import KEPT, PER_WINDOW
 
 #: The ABI this binding was written against; a library of another major version is refused.
 ABI_MAJOR = 1
@@ -45,8 +45,8 @@ RESULTS = {
     13: "IO_ERROR",
     14: "INTERNAL_ERROR",
 }
-#: ``OptionsInit``'s budget of timestamps per warp (H100, run-iket 4.8.1), in effect unless set.
-DEFAULT_MAX_TS = 256
+#: ``OptionsInit``'s budget of timestamps per warp, in effect unless set.
+DEFAULT_MAX_TS = runiket_facts.LATEST.default_max_ts
 #: ``1`` asks a session for more than the budget it is known to survive anyway, at the process's risk.
 UNSAFE_BUDGET_ENV = "IKET_CLI_SESSION_BUDGET_UNSAFE"
 #: ``flags``: trace one cluster, keep buffers on the device until Stop, warp lifetimes only.
@@ -77,8 +77,9 @@ class Settings:
     """What a session is asked for; None keeps the library's default (``OptionsInit``: 256
     timestamps per warp, a 512 MiB device buffer)."""
 
-    max_ts_per_warp: int | None = None
-    device_buffer_size: int | None = None
+    max_ts_cnt_per_warp: int | None = None
+    #: The device buffer's size in bytes.
+    context_buffer_size: int | None = None
     log_level: str = "info"
     warp_lifetime_only: bool = False
     defer_trace_readback: bool = False
@@ -86,10 +87,10 @@ class Settings:
 
     def apply(self, options: Options) -> None:
         """Write these settings over the library's defaults in ``options``."""
-        if self.max_ts_per_warp is not None:
-            options.max_ts_per_warp = self.max_ts_per_warp
-        if self.device_buffer_size is not None:
-            options.device_buffer_size = self.device_buffer_size
+        if self.max_ts_cnt_per_warp is not None:
+            options.max_ts_per_warp = self.max_ts_cnt_per_warp
+        if self.context_buffer_size is not None:
+            options.device_buffer_size = self.context_buffer_size
         options.log_level = LOG_LEVELS[self.log_level]
         options.flags |= WARP_LIFETIME_ONLY * self.warp_lifetime_only
         options.flags |= DEFER_TRACE_READBACK * self.defer_trace_readback
@@ -142,7 +143,7 @@ def buffer_of(value: Any, asked_as: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, str):
-        from ..model.units import parse_size
+        from ...model.units import parse_size
 
         value = parse_size(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -187,7 +188,7 @@ def find_library(given: str | os.PathLike | None = None, env: Mapping[str, str] 
     if chosen:
         return Path(chosen)
     if dsl_packages is None:
-        from ..system.toolchain import own_distribution
+        from ...system.toolchain import own_distribution
 
         dsl_packages = own_distribution()[1]
     return library_path(dsl_packages)
@@ -209,7 +210,7 @@ def library_path(dsl_packages: str | Path | None) -> Path:
             return Path(folder).parent / LIBRARY
     raise ToolchainError(
         f"run-iket's in-process session library ({LIBRARY}) is not installed here",
-        hint="pip install 'nvidia-cutlass-dsl-libs-base>=4.8'",
+        hint=f"pip install '{runiket_facts.INSTALL}'",
     )
 
 
@@ -231,7 +232,7 @@ def checked(lib: Any, path: Path | str) -> Any:
     if result != 0 or major != ABI_MAJOR:
         raise ToolchainError(
             f"{path} speaks session ABI {major}.{minor} (result {result}); iket speaks {ABI_MAJOR}.x",
-            hint="install the nvidia-cutlass-dsl-libs-base this iket supports (4.8)",
+            hint=f"pip install '{runiket_facts.INSTALL}' (the release this iket supports)",
         )
     return lib
 
@@ -242,7 +243,8 @@ def abi_version(lib: Any, path: Path | str) -> tuple[int, int, int]:
     try:
         result = lib.IketProfilingSessionGetApiVersion(ctypes.pointer(major), ctypes.pointer(minor))
     except AttributeError:
-        raise ToolchainError(f"{path} has no in-process session (run-iket older than 4.8)") from None
+        older = f"run-iket older than {runiket_facts.MINIMUM_TEXT}"
+        raise ToolchainError(f"{path} has no in-process session ({older})") from None
     return major.value, minor.value, result
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from iket_cli.capture import trackers
 from iket_cli.capture.plan import Options, coerce_target, resolve, tracker_key
+from iket_cli.capture.two_pass import trackers
 
 from conftest import FIXTURES
 

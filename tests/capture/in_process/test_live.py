@@ -8,21 +8,21 @@ import sys
 import textwrap
 from pathlib import Path
 
-from iket_cli.capture import inprocess
+from iket_cli.capture.in_process import live
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_cute_keeps_its_iket_ops_and_the_users_options():
     env = {"CUTE_DSL_COMPILER_OPT": "warnings{nvvm}"}
-    assert inprocess.keep_cute_ops(env) == ["CUTE_DSL_COMPILER_OPT", "CUTE_EXPERIMENTAL_DSL_COMPILER_OPT"]
+    assert live.keep_cute_ops(env) == ["CUTE_DSL_COMPILER_OPT", "CUTE_EXPERIMENTAL_DSL_COMPILER_OPT"]
     assert env == {
         "CUTE_DSL_COMPILER_OPT": "warnings{nvvm} iket",
         "CUTE_EXPERIMENTAL_DSL_COMPILER_OPT": "iket",
     }
-    assert inprocess.keep_cute_ops(env) == []  # already there: unchanged
+    assert live.keep_cute_ops(env) == []  # already there: unchanged
     assert (
-        inprocess.keep_cute_ops(
+        live.keep_cute_ops(
             {"CUTE_DSL_COMPILER_OPT": "--iket", "CUTE_EXPERIMENTAL_DSL_COMPILER_OPT": "x,iket"}
         )
         == []
@@ -46,17 +46,17 @@ def test_tirx_check_stands_aside_whether_tirx_was_imported_before_or_after(tmp_p
     )
     script = textwrap.dedent("""
         import sys
-        from iket_cli.capture import inprocess
+        from iket_cli.capture.in_process import live
         if sys.argv[1] == "prepare":
             import iket_cli
             iket_cli.prepare()
             import tvm_tirx.backend.cuda.iket as iket
         elif sys.argv[1] == "before":
             import tvm_tirx.backend.cuda.iket as iket
-            inprocess.stand_aside_tirx()
+            live.stand_aside_tirx()
         else:
-            inprocess.stand_aside_tirx()
-            inprocess.stand_aside_tirx()  # once is enough: no second finder
+            live.stand_aside_tirx()
+            live.stand_aside_tirx()  # once is enough: no second finder
             import tvm_tirx.backend.cuda.iket as iket
         print(iket.jit(), sum(type(f).__name__ == "AfterImport" for f in sys.meta_path))
     """)
