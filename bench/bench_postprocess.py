@@ -29,7 +29,7 @@ from iket_cli.system import toolchain  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--raw", type=Path, default=ROOT.parent / "shared/captures/keep256_raw.tar.xz")
+    parser.add_argument("--raw", type=Path, default=ROOT / "tests" / "fixtures" / "keep256_raw.tar.xz")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--formats", default="all,perfetto,html")
     parser.add_argument("--json", type=Path)

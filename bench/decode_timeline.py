@@ -7,7 +7,7 @@ capture with the pool's steps timed (each worker's export of a unit, each job it
 for a stitch or a Perfetto join, the start of a worker, the join's plan and write, the
 lint and report): prints the sum of each kind of step, when the last of each ended, and
 with ``--rows`` every step (start, end, thread, what). Not a test: a measuring aid for
-docs/benchmarks.md.
+docs/history/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ process around them, ``setup+publish`` (the rest of ``duration_s`` beside the pa
 postprocess phase) and ``end`` (``finished_at`` to the process's exit: publishing, closing,
 the interpreter's exit). ``--cprofile`` runs it once more under cProfile (the CLI's main thread)
 and writes the functions with the most cumulative time. Not a test: a measuring aid for
-docs/benchmarks.md.
+docs/history/benchmarks.md.
 """
 
 from __future__ import annotations

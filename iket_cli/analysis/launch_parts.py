@@ -60,7 +60,7 @@ def _kinds(names, kinds) -> dict[int, set[int]]:
 
 #: Launches of more events than this between them are worked out side by side, one thread
 #: each (numpy's sorts and searches let go of the GIL): the summary of a process's assembled
-#: trace is the last step of a big ``--format all`` decode (docs/benchmarks.md).
+#: trace is the last step of a big ``--format all`` decode (docs/history/benchmarks.md).
 SIDE_BY_SIDE_EVENTS = 1 << 20
 
 

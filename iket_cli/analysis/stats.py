@@ -63,7 +63,7 @@ def median(values) -> float | None:
 
 def distinct(values, counts: bool = False):
     """The sorted distinct values of an array of small non-negative ints (warps, names, rows),
-    found by counting: one pass, where ``np.unique`` sorts or hashes (docs/benchmarks.md, the
+    found by counting: one pass, where ``np.unique`` sorts or hashes (docs/history/benchmarks.md, the
     stage analysis). With ``counts``: (values, how many times each occurs)."""
     import numpy as np
 

@@ -106,7 +106,7 @@ def is_injection_line(line: str) -> bool:
 #: ``[2026-12-07 01:29:48.646] [IketInjectionManager] [warning] ...`` (spdlog's pattern).
 _INJECTION_LINE = re.compile(r"\[\d{4}-\d\d-\d\d [\d:.]+\] \[(?:IketInjectionManager|Tool-[\w-]+)\] \[\w+\] ")
 #: The level iket runs the injection at unless ``--log-level`` says otherwise: IKET says what
-#: it lost at ``warn`` and ``info`` only; the log costs nothing measurable (docs/benchmarks.md,
+#: it lost at ``warn`` and ``info`` only; the log costs nothing measurable (docs/history/benchmarks.md,
 #: "The injection log's cost") and is read into the completeness record.
 DEFAULT_LOG_LEVEL = "info"
 

@@ -31,7 +31,7 @@ def preload() -> None:
     """Import the decoder and what a decode runs (numpy among it) now, e.g. in a thread
     while the passes run or before a fork, so no decode waits for its import. Not at this
     module's import: the CLI that only hands a split export to its workers has no use for
-    numpy (docs/benchmarks.md, "The Perfetto export's moves, and less to start")."""
+    numpy (docs/history/benchmarks.md, "The Perfetto export's moves, and less to start")."""
     available()
     split.preload()
 

@@ -7,7 +7,7 @@ passes start, ``iket postprocess`` before it imports the decode (this module imp
 nothing heavy, so the workers start within the CLI's first tenth of a second); the decode
 takes them (:meth:`.workers.Workers.server`) and those it does not take are let go
 (:meth:`Prestarted.close`). Each dies with the CLI, as every worker does
-(docs/benchmarks.md, "Workers started during the capture pass").
+(docs/history/benchmarks.md, "Workers started during the capture pass").
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .tasks import INLINE_BYTES, Task
 #: and freed memory kept for the next chunk (its pages already faulted in).
 KEEP_FREED = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184"
 #: A worker's numpy with one BLAS thread: it does no linear algebra, and OpenBLAS starting a
-#: thread a CPU at import cost a worker about 0.1 s of CPU (docs/benchmarks.md, "The
+#: thread a CPU at import cost a worker about 0.1 s of CPU (docs/history/benchmarks.md, "The
 #: Perfetto export's moves, and less to start").
 ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
 #: The free memory a prestarted worker is counted to take (some 30 MB once the decoder is
@@ -79,7 +79,7 @@ def for_tasks(tasks: list[Task], jobs: int | None = None) -> Prestarted | None:
     :data:`INLINE_BYTES` of raw data), else None: as many as its exports' units may run side
     by side (about; the raw manifests are not read here), within ``jobs`` or the CPUs.
     Workers that would only wait cost the host an interpreter each (keep256 on 16 CPUs:
-    six decode at once, sixteen were started; docs/benchmarks.md, "The Perfetto export's
+    six decode at once, sixteen were started; docs/history/benchmarks.md, "The Perfetto export's
     moves, and less to start")."""
     big = [task for task in tasks if task.raw_bytes > INLINE_BYTES]
     if not big:

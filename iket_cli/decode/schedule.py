@@ -33,7 +33,7 @@ class Slots:
     chunk. Chunks go first come, first served: a worker that had taken the next part and
     waited for a slot lost it, again and again, to the workers that freed one and asked at
     once, and the Perfetto join, which plans parts in order, waited for that part
-    (docs/benchmarks.md, "Slots in the order asked for")."""
+    (docs/history/benchmarks.md, "Slots in the order asked for")."""
 
     def __init__(self, count: int) -> None:
         self.free = count

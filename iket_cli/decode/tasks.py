@@ -36,14 +36,14 @@ if TYPE_CHECKING:
     from ..model.trace import Trace
 
 #: Peak memory of a task as a multiple of its raw ``iket.data.bin``: the JSON export is held
-#: once by the decoder and once as a Python string (measured: docs/benchmarks.md, "Figures
+#: once by the decoder and once as a Python string (measured: docs/history/benchmarks.md, "Figures
 #: behind the constants").
 MEMORY_FACTOR = {"json": 60, "perfetto": 65}
 #: A worker process's own memory besides its decode: the interpreter, numpy, the decoder's
-#: library, a move's arrays (docs/benchmarks.md, "The Perfetto export split").
+#: library, a move's arrays (docs/history/benchmarks.md, "The Perfetto export split").
 WORKER_BYTES = 64 << 20
 #: A part of a Perfetto export kept in its worker's memory for its move, as a multiple of
-#: its raw bytes: the export (6x) and its event packets found (docs/benchmarks.md, "Figures
+#: its raw bytes: the export (6x) and its event packets found (docs/history/benchmarks.md, "Figures
 #: behind the constants").
 HELD_FACTOR = 12
 

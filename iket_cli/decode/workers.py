@@ -11,7 +11,7 @@ a second. A launch split by
 CTAs (:mod:`.split.chunks`) is decoded by workers that stay: a fresh process's first export
 faults in its memory page by page, and on a VM two big exports side by side spent more time
 in those faults than in decoding; a worker that stays reuses its pages (its allocator told
-to keep freed memory, :data:`.prestart.KEEP_FREED`; docs/benchmarks.md, "A big launch
+to keep freed memory, :data:`.prestart.KEEP_FREED`; docs/history/benchmarks.md, "A big launch
 decoded by CTAs").
 """
 

@@ -1,7 +1,7 @@
 """A compact, columnar model of ``*.trace.json``, loaded without ``json.load``.
 
 ``json.load`` makes one Python dict per range, marker and warp: seconds and gigabytes for a
-big trace (docs/benchmarks.md, "Loading a trace and summarising it"). The decoder writes
+big trace (docs/history/benchmarks.md, "Loading a trace and summarising it"). The decoder writes
 compact JSON with sorted keys, so each record kind has one shape: each launch's header is
 matched by a pattern, its records are read by numpy in chunks
 (:mod:`iket_cli.model.numscan`) into typed arrays (``array('q')`` for timestamps,

@@ -162,7 +162,7 @@ def artifacts_for(formats: list[str]) -> list[str]:
 
 
 # -- how big the artifacts are -------------------------------------------------------------
-#: Bytes of JSON trace per byte of raw capture (measured: docs/benchmarks.md, "Figures behind
+#: Bytes of JSON trace per byte of raw capture (measured: docs/history/benchmarks.md, "Figures behind
 #: the constants").
 JSON_PER_RAW_BYTE = 25
 #: Bytes of Perfetto trace per byte of raw capture (measured: the same section).

@@ -14,7 +14,7 @@ from ..model.reading import open_capture
 from ..model.vocab import EXPORT_FORMATS, TABLE_NAMES
 
 #: Rows gathered before they are written as one row group: a launch at a time would make a
-#: row group per launch, slow to write and to read (docs/benchmarks.md).
+#: row group per launch, slow to write and to read (docs/history/benchmarks.md).
 BATCH_ROWS = 1 << 16
 
 

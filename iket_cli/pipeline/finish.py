@@ -56,7 +56,7 @@ class Ahead:
     assembled it (:meth:`assembled`, in a thread of its own) beside the decode's other
     exports: on a big capture the Perfetto export's last parts still run then, and the lint
     and report, a second on one core, were the decode's last step after them
-    (docs/benchmarks.md, "The report beside the Perfetto export"). :func:`finish` takes what
+    (docs/history/benchmarks.md, "The report beside the Perfetto export"). :func:`finish` takes what
     is done; what is not (or failed) it works out itself, as without. No more traces are
     held here than the decode keeps (:data:`~iket_cli.decode.tasks.MOST_TRACES`)."""
 

@@ -109,7 +109,7 @@ def render(data: dict[str, Any]) -> str:
 def _script_safe(text: str) -> str:
     """``text`` with each of :data:`_SCRIPT_UNSAFE` written as its JSON escape. One
     ``str.replace`` a character, not ``str.translate``: once a string has one character to
-    map, translate goes through the rest of it a character at a time (docs/benchmarks.md,
+    map, translate goes through the rest of it a character at a time (docs/history/benchmarks.md,
     "The report's data escaped")."""
     for char in _SCRIPT_UNSAFE:
         text = text.replace(char, f"\\u{ord(char):04x}")

@@ -191,7 +191,7 @@ def test_the_manifest_says_how_a_perfetto_export_was_joined(tmp_path, monkeypatc
 
 def test_a_split_perfetto_export_alone_leaves_numpy_to_the_workers(tmp_path):
     """The CLI only plans and joins a split Perfetto export: numpy's import (a tenth of a
-    second, and a BLAS thread) is the workers' alone (docs/benchmarks.md)."""
+    second, and a BLAS thread) is the workers' alone (docs/history/benchmarks.md)."""
     import subprocess
     import sys
 

@@ -3,7 +3,7 @@
 A launch's JSON export costs the decoder time and memory in proportion to its events, and two
 big exports side by side spend most of their time faulting in fresh memory; the same launches
 in quarters, one after another in long-lived workers (:mod:`..workers`), take about half as
-long (docs/benchmarks.md, "A big launch decoded by CTAs"). So a big launch is decoded by CTAs:
+long (docs/history/benchmarks.md, "A big launch decoded by CTAs"). So a big launch is decoded by CTAs:
 the raw manifest of a chunk is the launch's with ``gridDimX`` and the buffer range of its CTAs
 (each warp's buffer has a fixed size, CTA after CTA), and the decoder exports it as it would
 the launch, with CTA numbers counted from the chunk's first. :mod:`.stitch` puts the chunks'
@@ -15,13 +15,13 @@ from __future__ import annotations
 from ...model.vocab import JSON_EXPORT
 
 #: Raw bytes of a launch per chunk. Smaller chunks cost the decoder less per event and a
-#: worker less memory, but give the stitch more runs; the measured choice: docs/benchmarks.md,
+#: worker less memory, but give the stitch more runs; the measured choice: docs/history/benchmarks.md,
 #: "The stitch written by the workers, and smaller chunks".
 CHUNK_RAW_BYTES = 1 << 19
 #: Raw bytes of a launch per chunk of its Perfetto export, at least. A process's Perfetto
 #: export is cut in about :data:`PERFETTO_PARTS_PER_CPU` parts a CPU: small parts decode at
 #: the decoder's best speed and each takes a fraction of a whole export's memory, while each
-#: part costs a move and a worker's turn (:func:`perfetto_chunk_bytes`; docs/benchmarks.md,
+#: part costs a move and a worker's turn (:func:`perfetto_chunk_bytes`; docs/history/benchmarks.md,
 #: "The Perfetto export split").
 PERFETTO_CHUNK_RAW_BYTES = 1 << 20
 PERFETTO_PARTS_PER_CPU = 6

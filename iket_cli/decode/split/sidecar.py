@@ -4,7 +4,7 @@ A worker keeps what it found in its part (the indices of a JSON chunk, its colum
 event packets of a Perfetto part) for the process that stitches or joins the parts, which
 reads them one launch after another on its own thread. numpy's ``.npz`` is a zip: a part's
 thirty-odd small members cost milliseconds each in zip bookkeeping and checksums, and that
-was a third of a big launch's stitch (docs/benchmarks.md, "The stitch read"). This file is
+was a third of a big launch's stitch (docs/history/benchmarks.md, "The stitch read"). This file is
 an 8-byte magic, an 8-byte header length, a JSON header (each array's name, dtype and shape,
 and a small JSON value, ``head``), then each array's bytes from an 8-byte boundary.
 """

@@ -8,7 +8,7 @@ launch order as soon as it and those before it are done. Reading a launch's chun
 tables, indices and layout) and joining their columns for the report are this process's own
 work, a few tenths of a second a big launch: a reader thread (:class:`_Reader`) does them
 one launch ahead, while the launch before is written, so that after the last chunk only
-that launch's write is left (docs/benchmarks.md, "The stitch read"). A launch whose chunks do
+that launch's write is left (docs/history/benchmarks.md, "The stitch read"). A launch whose chunks do
 not stitch is exported whole; a part whose worker fails fails this export alone, named by its
 launch, and nothing it wrote is left.
 """

@@ -7,7 +7,7 @@ of that work (a scan of every byte) and needs nothing but the part itself, so th
 that exported the part finds them (:func:`find`) while the other launches still decode and
 keeps them beside its spool (:func:`save`); the merge only looks the new values up and
 stores them in the part's own pages (:func:`rewrite`), a fraction of what scanning the part
-itself costs (docs/benchmarks.md, "The rest of the decode, and the report, beside the decodes").
+itself costs (docs/history/benchmarks.md, "The rest of the decode, and the report, beside the decodes").
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _scalar_keys(data, at):
 def _every(data, byte: int):
     """Every position of ``byte`` in ``data``, scanned in slices: a comparison of the whole
     array at once would take a fresh mask as large as the part, and its fresh pages cost
-    more than the scan itself (docs/benchmarks.md, "Figures behind the constants")."""
+    more than the scan itself (docs/history/benchmarks.md, "Figures behind the constants")."""
     import numpy as np
 
     found = [

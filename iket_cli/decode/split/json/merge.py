@@ -15,7 +15,7 @@ The work is placed where it costs least: a part's worker writes its spool and fi
 indices while the other launches decode (:func:`spool`); the first part's spool becomes the
 output (renamed, not copied); each later part is rewritten in its own pages and copied onto
 the output by ``copy_file_range`` (:class:`Merger`), so little of the merge is left after the
-last decode (docs/benchmarks.md, "The rest of the decode, and the report, beside the decodes").
+last decode (docs/history/benchmarks.md, "The rest of the decode, and the report, beside the decodes").
 A big launch is itself decoded in chunks of CTAs and stitched first (:mod:`.chunks`,
 :mod:`.stitch`): :func:`part_manifests` writes their manifests too. :func:`export_json` is
 the sequential form, for small captures decoded in the CLI's own process.

@@ -13,7 +13,7 @@ in the output, its length once renumbered known from the digits of each index's 
 and :mod:`.stitch_jobs` copies the runs and renumbers only the digits, in several workers side
 by side. Byte for byte the decoder's whole-launch export (tested on every capture in
 ``tests/fixtures``, PyTorch's many-CTAs-an-SM kernels among them, and on the GPU by
-``scripts/gpu_check.py``). Its cost: docs/benchmarks.md, "The stitch written by the workers,
+``scripts/gpu_check.py``). Its cost: docs/history/benchmarks.md, "The stitch written by the workers,
 and smaller chunks".
 """
 

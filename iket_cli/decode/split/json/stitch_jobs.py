@@ -7,7 +7,7 @@ job is plain data (:func:`write` takes it in a long-lived worker, ``worker --ser
 this process): the chunks' spools it reads, their maps into the output's tables, and its
 runs, each written at its offset (``pwritev``). So the launch's bytes are copied and
 renumbered by several processes side by side, and the stitch that ends a decode no longer
-waits on one core (docs/benchmarks.md, "The stitch written by the workers, and smaller chunks").
+waits on one core (docs/history/benchmarks.md, "The stitch written by the workers, and smaller chunks").
 """
 
 from __future__ import annotations

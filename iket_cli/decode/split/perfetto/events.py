@@ -9,7 +9,7 @@ all packets are found at once (every ``0x0a`` whose packet chains into the next 
 fields skipped in lockstep, and the varints rewritten, inserted or deleted as arrays
 (:mod:`.varints`; the track descriptors: :mod:`.tracks`); only
 packets of another shape (a key of two bytes before the uuid, a packet that is not an event)
-are walked one by one (docs/benchmarks.md, "The Perfetto export split").
+are walked one by one (docs/history/benchmarks.md, "The Perfetto export split").
 """
 
 from __future__ import annotations
