@@ -41,24 +41,18 @@ def api(tmp_path, library, body, **env):
     )
 
 
+def window_run(tmp_path, calls, out, env):
+    """``iket profile work.py --window stepper:step --calls CALLS --no-stop-after -o OUT``."""
+    argv = ["profile", "work.py", "--window", "stepper:step", "--calls", calls, "--no-stop-after", "-o", out]
+    return run_iket(*argv, cwd=tmp_path, env=env)
+
+
 def test_threads_calling_func_never_lose_the_window(tmp_path, library):
     """16 threads calling FUNC: the claim and the count raced ("never called", 3 of 10 runs)."""
     (tmp_path / "stepper.py").write_text(STEPPER)
     (tmp_path / "work.py").write_text(THREADED)
     for run in range(3):
-        done = run_iket(
-            "profile",
-            "work.py",
-            "--window",
-            "stepper:step",
-            "--calls",
-            "5",
-            "--no-stop-after",
-            "-o",
-            f"out{run}",
-            cwd=tmp_path,
-            env=session_env(library),
-        )
+        done = window_run(tmp_path, "5", f"out{run}", session_env(library))
         assert done.code == 0, done
         window = manifest.read(tmp_path / f"out{run}")["window"]
         assert window["seen"] == 64 and window["calls"] == [5, 5]
@@ -72,19 +66,7 @@ def test_a_refused_close_after_the_trace_was_saved_never_reaches_the_workload(tm
         "from stepper import step\nfor i in range(3):\n    step(i)\nprint('done')\n"
     )
     env = {**session_env(library), "IKET_DOUBLE_FAIL": "ClearTraceData=5"}
-    done = run_iket(
-        "profile",
-        "work.py",
-        "--window",
-        "stepper:step",
-        "--calls",
-        "2",
-        "--no-stop-after",
-        "-o",
-        "out",
-        cwd=tmp_path,
-        env=env,
-    )
+    done = window_run(tmp_path, "2", "out", env)
     assert done.code == 0, done
     assert "done" in done.stdout and "SessionError" not in done.stderr + done.stdout
     assert "IKET's session refused to close" in done.stderr
