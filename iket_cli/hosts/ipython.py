@@ -140,7 +140,7 @@ def _isolated(args: argparse.Namespace, cell: str) -> NotebookCapture | None:
     """The cell's ``%%iket`` line run on it by a child (its folder's ``{n}`` taken here)."""
     from . import isolated_cell
 
-    output = numbered(args.output_dir)
+    _, output = numbered(args.output_dir)
     words = ["-o", output, *(["--clobber"] if args.clobber else []), "--postprocess", args.postprocess]
     given = {
         "--function": args.function,

@@ -50,14 +50,10 @@ def run(line: str, cell: str, output_dir: str) -> Path | None:
 
 
 def _died(output: Path, returncode: int) -> None:
-    import signal
-
     from ..pipeline.window_finish import died
+    from ..system.signals import ended_by
 
-    try:
-        what = f"{signal.Signals(-returncode).name} (signal {-returncode})"
-    except ValueError:
-        what = f"signal {-returncode}"
+    what = ended_by(returncode)
     try:
         kept = died(output, f"the cell's process died with {what} inside its window")
     except (IketError, OSError):

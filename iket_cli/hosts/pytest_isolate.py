@@ -13,13 +13,14 @@ failure of the test that names the signal; what it printed is kept in the report
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ..system.signals import ended_by
 
 #: The child's option: where it writes its reports.
 CHILD_OPTION = "--iket-child"
@@ -56,7 +57,7 @@ def run(item: pytest.Item) -> None:
         logged = _replay(item, reports)
     if proc.returncode != 0 and not any(r.when == "teardown" for r in logged):
         report = _crashed(item, proc.returncode, said, logged)
-        kept = _evidence(item, _status(proc.returncode))
+        kept = _evidence(item, ended_by(proc.returncode))
         if kept is not None:
             report.sections.append(("iket", f"the window's evidence is kept in {kept}"))
         ihook.pytest_runtest_logreport(report=report)
@@ -113,7 +114,7 @@ def _replay(item: pytest.Item, reports: Path) -> list[Any]:
 
 def _crashed(item: pytest.Item, returncode: int, said: str, logged: list[Any]) -> pytest.TestReport:
     """The failure of a test whose child died before its last report."""
-    what = _status(returncode)
+    what = ended_by(returncode)
     where = "before its test ran" if not logged else f"after its {logged[-1].when}"
     text = (
         f"iket: the test's own process (--iket-isolate) died {where}: {what}. "
@@ -136,16 +137,6 @@ def _evidence(item: pytest.Item, what: str) -> Path | None:
         return died(folder_for(item), f"the test's process died with {what} inside its window")
     except (IketError, OSError):
         return None  # kept as it is: the next window into this folder cleans it
-
-
-def _status(returncode: int) -> str:
-    """``SIGSEGV (signal 11)`` or ``exit status 3``."""
-    if returncode < 0:
-        try:
-            return f"{signal.Signals(-returncode).name} (signal {-returncode})"
-        except ValueError:
-            return f"signal {-returncode}"
-    return f"exit status {returncode}"
 
 
 class ChildReports:

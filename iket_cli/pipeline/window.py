@@ -128,9 +128,10 @@ def window(output_dir: str | os.PathLike = DEFAULT_DIR, **options: Any) -> Windo
     return Window(output_dir, **options)
 
 
-def numbered(output_dir: str) -> str:
-    """``output_dir`` with ``{n}`` made the next window's number in this process."""
-    return output_dir.replace("{n}", str(next(_numbers)))
+def numbered(output_dir: str) -> tuple[int, str]:
+    """The next window's number in this process, and ``output_dir`` with ``{n}`` made it."""
+    number = next(_numbers)
+    return number, output_dir.replace("{n}", str(number))
 
 
 def opening_refused() -> SessionError | None:
@@ -181,9 +182,8 @@ class _Open:
         refused = opening_refused()
         if refused is not None:
             raise refused
-        number = next(_numbers)
-        path = Path(owner.output_dir.replace("{n}", str(number)))
-        output = outdir.check(path, cwd=Path.cwd(), clobber=owner.clobber)
+        number, path = numbered(owner.output_dir)
+        output = outdir.check(Path(path), cwd=Path.cwd(), clobber=owner.clobber)
         opened = cls(owner, number, where, output)
         opened.lock.acquire()
         try:
@@ -204,8 +204,7 @@ class _Open:
         for fd in (1, 2):
             split = fdsplit.Split(fd, runiket.is_injection_line, self.staging.log_path)
             self.splits.append(split.__enter__())
-        design = runiket_facts.installed().design
-        self.session = session_mod.Session(lib, self.owner.settings, design=design, key=str(path)).start()
+        self.session = session_mod.Session(lib, self.owner.settings, key=str(path)).start()
         self.t_start = time.monotonic()
         _started[:] = _started or [self.where]
 

@@ -90,3 +90,13 @@ class Publishing:
         previous, self._previous = self._previous, {}
         for signum, before in previous.items():
             signal.signal(signum, before)
+
+
+def ended_by(returncode: int) -> str:
+    """How a child ended, said for a person: ``SIGSEGV (signal 11)``, or ``exit status 3``."""
+    if returncode < 0:
+        try:
+            return f"{signal.Signals(-returncode).name} (signal {-returncode})"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"

@@ -82,14 +82,11 @@ class Windower:
 
         live.synchronize()
         try:
-            from iket_cli.model import runiket_facts
-
             lib = session.load(Path(self.spec["library"]))
             given = dict(self.spec["settings"])
             given["cluster"] = tuple(given["cluster"]) if given.get("cluster") else None
             settings = session.Settings(**given)
-            design = runiket_facts.installed().design
-            self.session = session.Session(lib, settings, design=design, key=self.spec["library"]).start()
+            self.session = session.Session(lib, settings, key=self.spec["library"]).start()
         except Exception as error:  # no library, or it refused: the CLI says so, the run ends here
             self.refused(error)
         self.started = time.monotonic()

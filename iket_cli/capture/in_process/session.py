@@ -22,7 +22,7 @@ from typing import Any
 
 from ...errors import SessionError, ToolchainError, UsageError
 from ...model import runiket_facts
-from ...model.runiket_facts import KEPT, PER_WINDOW
+from ...model.runiket_facts import KEPT
 
 #: The ABI this binding was written against; a library of another major version is refused.
 ABI_MAJOR = 1
@@ -265,11 +265,13 @@ class Session:
     _lock = threading.Lock()
 
     def __init__(
-        self, lib: Any, settings: Settings = Settings(), *, design: str = PER_WINDOW, key: str = ""
+        self, lib: Any, settings: Settings = Settings(), *, design: str | None = None, key: str = ""
     ) -> None:
         self.lib = lib
         self.settings = settings
-        self.design, self.key = design, key or str(id(lib))
+        #: ``design`` where given, else the installed run-iket's (:mod:`~iket_cli.model.runiket_facts`).
+        self.design = design or runiket_facts.installed().design
+        self.key = key or str(id(lib))
         self.handle = ctypes.c_void_p()
         self.running = False
         #: What the session ran with, the library's defaults filled in (the manifest's ``window``).

@@ -12,6 +12,7 @@ from fakes.session_double import SessionLibrary
 from iket_cli.capture.in_process import session
 from iket_cli.errors import SessionError, ToolchainError
 from iket_cli.model import trace
+from iket_cli.model.runiket_facts import PER_WINDOW
 
 
 def test_the_options_are_the_headers_56_bytes():
@@ -23,7 +24,8 @@ def test_the_options_are_the_headers_56_bytes():
 
 def test_a_window_creates_sets_starts_stops_saves_and_destroys(tmp_path):
     lib = SessionLibrary()
-    with session.Session(lib, session.Settings(max_ts_cnt_per_warp=64, context_buffer_size=64 << 20)) as s:
+    settings = session.Settings(max_ts_cnt_per_warp=64, context_buffer_size=64 << 20)
+    with session.Session(lib, settings, design=PER_WINDOW) as s:
         assert s.running
     assert lib.calls == ["Create", "OptionsInit", "SetOptions", "Start", "Stop", "Destroy"]
     assert lib.options["max_ts_per_warp"] == 64 and lib.options["device_buffer_size"] == 64 << 20
@@ -33,7 +35,7 @@ def test_a_window_creates_sets_starts_stops_saves_and_destroys(tmp_path):
 def test_the_librarys_defaults_stay_where_nothing_is_asked(tmp_path):
     lib = SessionLibrary()
     settings = session.Settings(log_level="warn", warp_lifetime_only=True, cluster=(1, 2, 3))
-    with session.Session(lib, settings):
+    with session.Session(lib, settings, design=PER_WINDOW):
         pass
     assert (lib.options["max_ts_per_warp"], lib.options["device_buffer_size"]) == (256, 536870912)
     assert lib.options["flags"] == session.WARP_LIFETIME_ONLY | session.ENABLE_CLUSTER
@@ -42,10 +44,10 @@ def test_the_librarys_defaults_stay_where_nothing_is_asked(tmp_path):
 
 def test_the_saved_trace_is_read_as_any_trace(tmp_path):
     lib = SessionLibrary()
-    with session.Session(lib) as s:
+    with session.Session(lib, design=PER_WINDOW) as s:
         pass
     s_path = tmp_path / "w.trace.json"
-    with session.Session(lib) as s:
+    with session.Session(lib, design=PER_WINDOW) as s:
         s.stop()
         s.save(s_path)
     loaded = trace.load(s_path)
@@ -55,27 +57,27 @@ def test_the_saved_trace_is_read_as_any_trace(tmp_path):
 
 def test_a_refused_call_is_named_and_the_session_destroyed():
     lib = SessionLibrary(fail={"Start": 8})
-    with pytest.raises(SessionError) as raised, session.Session(lib):
+    with pytest.raises(SessionError) as raised, session.Session(lib, design=PER_WINDOW):
         pass
     assert raised.value.call == "Start" and raised.value.result == 8
     assert "refused Start: INVALID_STATE (8)" in raised.value.message
     assert lib.calls[-1] == "Destroy"
-    with session.Session(lib := SessionLibrary()):  # the process may open another
+    with session.Session(lib := SessionLibrary(), design=PER_WINDOW):  # the process may open another
         pass
     assert lib.calls[-1] == "Destroy"
 
 
 def test_one_session_at_a_time_in_a_process():
-    first = session.Session(SessionLibrary()).start()
+    first = session.Session(SessionLibrary(), design=PER_WINDOW).start()
     with pytest.raises(SessionError, match="another IKET session is active"):
-        session.Session(SessionLibrary()).start()
+        session.Session(SessionLibrary(), design=PER_WINDOW).start()
     first.close()
-    session.Session(SessionLibrary()).start().close()
+    session.Session(SessionLibrary(), design=PER_WINDOW).start().close()
 
 
 def test_a_body_that_raises_still_stops_and_destroys():
     lib = SessionLibrary()
-    with pytest.raises(KeyError), session.Session(lib):
+    with pytest.raises(KeyError), session.Session(lib, design=PER_WINDOW):
         raise KeyError("the user's")
     assert lib.calls[-2:] == ["Stop", "Destroy"]
 
@@ -132,7 +134,7 @@ def test_the_kept_design_creates_one_session_and_clears_it_between_windows(tmp_p
 def test_a_per_window_session_is_destroyed_at_each_close(tmp_path):
     lib = SessionLibrary()
     for _ in range(2):
-        with session.Session(lib):
+        with session.Session(lib, design=PER_WINDOW):
             pass
     assert lib.calls.count("Create") == 2 and lib.calls.count("Destroy") == 2
     assert "ClearTraceData" not in lib.calls
